@@ -1,0 +1,41 @@
+# Per-target build settings (no global flags): warnings and the optional sanitizers.
+add_library(baton_build_options INTERFACE)
+target_compile_options(baton_build_options INTERFACE -Wall -Wextra -Wno-unused-parameter)
+if(BATON_SANITIZE)
+  string(REPLACE ";" "," _baton_sanitizers "${BATON_SANITIZE}")
+  target_compile_options(baton_build_options INTERFACE -fsanitize=${_baton_sanitizers}
+                                                       -fno-omit-frame-pointer)
+  target_link_options(baton_build_options INTERFACE -fsanitize=${_baton_sanitizers})
+  if(_baton_sanitizers MATCHES "undefined")
+    target_compile_options(baton_build_options INTERFACE -fno-sanitize-recover=undefined)
+  endif()
+endif()
+
+# baton_configure_target(<target>): C++20, warnings and sanitizers for one of our targets.
+function(baton_configure_target target)
+  get_target_property(_type ${target} TYPE)
+  if(_type STREQUAL "INTERFACE_LIBRARY")
+    target_compile_features(${target} INTERFACE cxx_std_20)
+  else()
+    target_compile_features(${target} PUBLIC cxx_std_20)
+    target_link_libraries(${target} PRIVATE $<BUILD_INTERFACE:baton_build_options>)
+    set_target_properties(${target} PROPERTIES POSITION_INDEPENDENT_CODE ON)
+  endif()
+endfunction()
+
+# baton_add_module(<name> SOURCES ... [PUBLIC_DEPS ...] [PRIVATE_DEPS ...])
+# Builds library baton_<name> with alias baton::<name>, public headers in <dir>/include.
+function(baton_add_module name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;PUBLIC_DEPS;PRIVATE_DEPS" ${ARGN})
+  add_library(baton_${name} ${ARG_SOURCES})
+  add_library(baton::${name} ALIAS baton_${name})
+  set_target_properties(baton_${name} PROPERTIES EXPORT_NAME ${name} OUTPUT_NAME baton_${name})
+  target_include_directories(baton_${name} PUBLIC
+    $<BUILD_INTERFACE:${CMAKE_CURRENT_SOURCE_DIR}/include>
+    $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
+  target_include_directories(baton_${name} PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/src)
+  target_link_libraries(baton_${name} PUBLIC ${ARG_PUBLIC_DEPS} PRIVATE ${ARG_PRIVATE_DEPS})
+  baton_configure_target(baton_${name})
+  install(DIRECTORY include/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+  set_property(GLOBAL APPEND PROPERTY BATON_EXPORTED_TARGETS baton_${name})
+endfunction()

@@ -1,0 +1,40 @@
+#pragma once
+/// When a contender talks to the backend next: a pure function of the owner record.
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "baton/mutex/options.hpp"
+#include "baton/mutex/owner.hpp"
+
+namespace baton {
+
+/// Uniform random integer in [lo, hi); injectable so tests are deterministic.
+using random_source = std::function<std::int64_t(std::int64_t lo, std::int64_t hi)>;
+
+/// The default random source (a thread-local Mersenne twister).
+random_source default_random_source();
+
+/// Pure: how long a contender waits before its next acquire/renew request.
+class contend_period {
+ public:
+  static constexpr std::chrono::milliseconds jitter_min{-200};
+  static constexpr std::chrono::milliseconds jitter_max{1000};  // exclusive
+
+  explicit contend_period(contend_options options, random_source random = default_random_source());
+
+  /// Delay from `now` (backend clock, read with `owner`) until the next request of `self`:
+  /// the owner renews at ttl_at; a waiter wakes at transition_at plus jitter in [-200, +1000) ms,
+  /// but never before now and never later than one poll_interval.
+  std::chrono::milliseconds next_delay(const mutex_owner& owner, const std::string& self,
+                                       backend_time now) const;
+
+  const contend_options& options() const noexcept { return options_; }
+
+ private:
+  contend_options options_;
+  random_source random_;
+};
+
+}  // namespace baton

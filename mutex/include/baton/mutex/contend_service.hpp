@@ -1,0 +1,115 @@
+#pragma once
+/// The contend service: one contender on one mutex, with the lifecycle shared by all backends.
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <system_error>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/strand.hpp>
+
+#include "baton/mutex/contender.hpp"
+#include "baton/mutex/options.hpp"
+#include "baton/mutex/owner.hpp"
+
+namespace baton {
+
+/// Lifecycle of a contend service: INITIAL -> STARTING -> RUNNING -> STOPPING -> INITIAL.
+enum class lifecycle { initial, starting, running, stopping };
+
+/// Contends for one mutex on behalf of one contender. The base class owns the lifecycle and the
+/// notification rules (serialized on the strand, on_acquired/on_released alternate, completions of
+/// an earlier start are ignored); each backend fills in start_contend() and stop_contend().
+class contend_service : public std::enable_shared_from_this<contend_service> {
+ public:
+  using executor_type = boost::asio::strand<boost::asio::io_context::executor_type>;
+  using steady_time = std::chrono::steady_clock::time_point;
+  using state_handler = std::function<void(std::error_code, std::string)>;
+  using done_handler = std::function<void(std::error_code)>;
+
+  virtual ~contend_service();
+  contend_service(const contend_service&) = delete;
+  contend_service& operator=(const contend_service&) = delete;
+
+  /// INITIAL -> STARTING -> RUNNING and begins contending. False if not INITIAL.
+  bool start();
+  /// Stops contending: fires on_released if owner, releases the mutex on the backend, and calls
+  /// `done` (on the strand) once released or given up. Never throws; safe from any thread.
+  void stop(std::function<void()> done = {}) noexcept;
+  /// stop() and wait up to `timeout` for the release. Must not be called on an io thread.
+  bool stop_and_wait(std::chrono::milliseconds timeout) noexcept;
+  /// stop() then start() once stopped.
+  void restart() noexcept;
+
+  lifecycle state() const noexcept { return lifecycle_.load(); }
+  const std::string& mutex_name() const noexcept { return name_; }
+  const std::string& contender_id() const noexcept { return id_; }
+  const contend_options& options() const noexcept { return options_; }
+  executor_type get_executor() const noexcept { return strand_; }
+
+  /// Owner now: holds the lease and its local deadline has not passed.
+  bool is_owner() const noexcept;
+  /// Fencing token of the current ownership, 0 when not owner.
+  std::uint64_t fence() const noexcept;
+  /// Local lease deadline (steady clock); meaningful while is_owner().
+  steady_time lease_deadline() const noexcept;
+  /// The owner record last reported by the backend.
+  mutex_owner last_observed() const;
+
+  /// Reads the lease-guarded state (empty if never written). Handler runs on the strand.
+  virtual void async_read_state(state_handler handler) = 0;
+  /// Writes the lease-guarded state if still owner with the current fence, else errc::not_owner.
+  virtual void async_write_state(std::string bytes, done_handler handler) = 0;
+
+ protected:
+  contend_service(boost::asio::io_context& io, std::string name, std::string contender_id,
+                  std::shared_ptr<mutex_contender> contender, contend_options options);
+
+  /// On the strand, after start(): begin contending for `generation`.
+  virtual void start_contend(std::uint64_t generation) = 0;
+  /// On the strand, after stop(): give up (release if owner) and call `done` exactly once.
+  virtual void stop_contend(std::uint64_t generation, std::function<void()> done) noexcept = 0;
+
+  /// On the strand: true while `generation` is the running one.
+  bool current(std::uint64_t generation) const noexcept {
+    return generation == generation_ && lifecycle_.load() == lifecycle::running;
+  }
+  std::uint64_t generation() const noexcept { return generation_; }
+
+  /// On the strand: tell the contender it owns the mutex until `deadline` (ignored if already).
+  void notify_acquired(const mutex_state& state, steady_time deadline);
+  /// On the strand: extend the local lease of the current ownership.
+  void extend_lease(steady_time deadline);
+  /// On the strand: tell the contender it lost the mutex (ignored if not owner).
+  void notify_released(const mutex_state& state);
+  /// On the strand: the owner as reported by the backend.
+  void notify_observed(const mutex_owner& owner);
+  /// On the strand: a backend request failed (the contender may count or log it).
+  void notify_error(std::error_code ec);
+  /// On the strand: true between notify_acquired and notify_released.
+  bool leader() const noexcept { return leader_; }
+
+  boost::asio::io_context& io_;
+
+ private:
+  executor_type strand_;
+  std::string name_;
+  std::string id_;
+  std::weak_ptr<mutex_contender> contender_;
+  contend_options options_;
+  std::atomic<lifecycle> lifecycle_{lifecycle::initial};
+  std::uint64_t generation_ = 0;  // strand only
+  bool leader_ = false;           // strand only
+
+  mutable std::mutex snapshot_mutex_;  // guards the fields below, read from any thread
+  bool owner_ = false;
+  std::uint64_t fence_ = 0;
+  steady_time deadline_{};
+  mutex_owner observed_;
+};
+
+}  // namespace baton

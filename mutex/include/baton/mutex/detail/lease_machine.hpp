@@ -1,0 +1,68 @@
+#pragma once
+/// Pure lease state machine behind the lease-store contend service: given the replies and the
+/// (injected) steady time, it decides who is owner locally, when to ask the backend next and
+/// when the local lease runs out. No I/O, no clocks of its own; tested with a fake clock.
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "baton/mutex/contend_period.hpp"
+#include "baton/mutex/lease_store.hpp"
+#include "baton/mutex/options.hpp"
+#include "baton/mutex/owner.hpp"
+
+namespace baton::detail {
+
+class lease_machine {
+ public:
+  using time_point = std::chrono::steady_clock::time_point;
+
+  /// What the driver must tell the contender, in order.
+  struct notification {
+    bool acquired = false;  ///< else released
+    mutex_state state;
+  };
+
+  lease_machine(std::string self, contend_options options, random_source random);
+
+  /// A request is sent at `now`.
+  void on_send(time_point now);
+  /// The reply to the request in flight arrived at `now`.
+  std::vector<notification> on_reply(time_point now, const lease_grant& grant);
+  /// The request in flight failed at `now`.
+  std::vector<notification> on_error(time_point now);
+  /// Time passed: steps down when the local lease has run out.
+  std::vector<notification> on_tick(time_point now);
+  /// The backend says the mutex may be free: a waiter asks at once.
+  void on_wakeup(time_point now);
+  /// The service stops: steps down if owner.
+  std::vector<notification> on_stop();
+
+  bool leader() const noexcept { return leader_; }
+  bool in_flight() const noexcept { return in_flight_; }
+  /// When the next acquire/renew request is due.
+  time_point next_attempt() const noexcept { return next_attempt_; }
+  /// Local lease deadline while leader.
+  time_point deadline() const noexcept { return deadline_; }
+  /// The owner last reported (empty after a local step-down).
+  const mutex_owner& known_owner() const noexcept { return known_; }
+  std::uint64_t fence() const noexcept { return leader_ ? known_.fence : 0; }
+  unsigned consecutive_errors() const noexcept { return errors_; }
+
+ private:
+  notification step_down(mutex_owner after);
+
+  std::string self_;
+  contend_options options_;
+  contend_period period_;
+  mutex_owner known_;
+  bool leader_ = false;
+  bool in_flight_ = false;
+  unsigned errors_ = 0;
+  time_point sent_at_{};
+  time_point next_attempt_{};
+  time_point deadline_{};
+};
+
+}  // namespace baton::detail

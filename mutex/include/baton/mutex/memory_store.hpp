@@ -1,0 +1,48 @@
+#pragma once
+/// An in-process lease_store: the same semantics as the real backends, for tests and for
+/// single-process use. Its clock is injectable.
+#include <functional>
+#include <map>
+#include <mutex>
+
+#include "baton/mutex/lease_store.hpp"
+
+namespace baton {
+
+/// Owner records kept in memory; every operation completes synchronously (inline).
+class memory_lease_store : public lease_store {
+ public:
+  using clock_function = std::function<backend_time()>;
+  /// `clock` defaults to system_clock.
+  explicit memory_lease_store(clock_function clock = {});
+
+  void async_acquire(const std::string& name, const std::string& owner_id,
+                     std::chrono::milliseconds ttl, std::chrono::milliseconds transition,
+                     grant_handler handler) override;
+  void async_release(const std::string& name, const std::string& owner_id,
+                     done_handler handler) override;
+  void async_read(const std::string& name, grant_handler handler) override;
+  void async_read_state(const std::string& name, state_handler handler) override;
+  void async_write_state(const std::string& name, const std::string& owner_id,
+                         std::uint64_t fence, std::string bytes, done_handler handler) override;
+  std::uint64_t watch(const std::string& name, const std::string& owner_id,
+                      std::function<void()> wake) override;
+  void unwatch(std::uint64_t handle) noexcept override;
+
+ private:
+  struct record {
+    mutex_owner owner;
+    std::string state;
+  };
+  struct watcher {
+    std::string name;
+    std::function<void()> wake;
+  };
+  clock_function clock_;
+  std::mutex mutex_;
+  std::map<std::string, record> records_;
+  std::map<std::uint64_t, watcher> watchers_;
+  std::uint64_t next_watch_ = 1;
+};
+
+}  // namespace baton

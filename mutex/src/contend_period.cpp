@@ -1,0 +1,29 @@
+#include "baton/mutex/contend_period.hpp"
+
+#include <algorithm>
+#include <random>
+
+namespace baton {
+
+random_source default_random_source() {
+  return [](std::int64_t lo, std::int64_t hi) -> std::int64_t {
+    if (hi <= lo) return lo;
+    thread_local std::mt19937_64 engine{std::random_device{}()};
+    return std::uniform_int_distribution<std::int64_t>{lo, hi - 1}(engine);
+  };
+}
+
+contend_period::contend_period(contend_options options, random_source random)
+    : options_(options), random_(random ? std::move(random) : default_random_source()) {}
+
+std::chrono::milliseconds contend_period::next_delay(const mutex_owner& owner,
+                                                     const std::string& self,
+                                                     backend_time now) const {
+  using std::chrono::milliseconds;
+  if (owner.is(self)) return std::max(milliseconds::zero(), owner.ttl_at - now);
+  milliseconds jitter{random_(jitter_min.count(), jitter_max.count())};
+  milliseconds until_free = owner.transition_at - now + jitter;
+  return std::clamp(until_free, milliseconds::zero(), options_.poll_interval);
+}
+
+}  // namespace baton

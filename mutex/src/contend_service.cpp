@@ -1,0 +1,186 @@
+#include "baton/mutex/contend_service.hpp"
+
+#include <boost/asio/post.hpp>
+#include <future>
+
+#include "baton/mutex/detail/log.hpp"
+#include "baton/mutex/names.hpp"
+
+namespace baton {
+
+contend_service::contend_service(boost::asio::io_context& io, std::string name,
+                                 std::string contender_id,
+                                 std::shared_ptr<mutex_contender> contender,
+                                 contend_options options)
+    : io_(io),
+      strand_(boost::asio::make_strand(io)),
+      name_(std::move(name)),
+      id_(contender_id.empty() ? make_contender_id() : std::move(contender_id)),
+      contender_(contender),
+      options_(options) {
+  validate_mutex_name(name_);
+  validate(options_);
+}
+
+contend_service::~contend_service() = default;
+
+bool contend_service::start() {
+  auto expected = lifecycle::initial;
+  if (!lifecycle_.compare_exchange_strong(expected, lifecycle::starting)) return false;
+  boost::asio::post(strand_, [self = shared_from_this()] {
+    auto expected = lifecycle::starting;
+    if (!self->lifecycle_.compare_exchange_strong(expected, lifecycle::running)) return;
+    ++self->generation_;
+    self->start_contend(self->generation_);
+  });
+  return true;
+}
+
+void contend_service::stop(std::function<void()> done) noexcept {
+  try {
+    auto state = lifecycle_.load();
+    bool claimed = false;
+    while (state == lifecycle::starting || state == lifecycle::running) {
+      if (lifecycle_.compare_exchange_weak(state, lifecycle::stopping)) {
+        claimed = true;
+        break;
+      }
+    }
+    auto self = shared_from_this();
+    if (!claimed) {
+      // Not running (or already stopping): nothing to release here.
+      if (done) boost::asio::post(strand_, std::move(done));
+      return;
+    }
+    boost::asio::post(strand_, [self, done = std::move(done)]() mutable {
+      // A start() that never ran its strand step has nothing to stop.
+      auto finish = [self, done = std::move(done)] {
+        self->lifecycle_.store(lifecycle::initial);
+        if (done) done();
+      };
+      if (self->leader_) {
+        mutex_state state{self->last_observed(), mutex_owner{}, self->id_};
+        state.before.owner_id = self->id_;
+        self->notify_released(state);
+      }
+      self->stop_contend(self->generation_, std::move(finish));
+    });
+  } catch (const std::exception& e) {
+    detail::log().error("mutex '{}': stop failed: {}", name_, e.what());
+  }
+}
+
+bool contend_service::stop_and_wait(std::chrono::milliseconds timeout) noexcept {
+  try {
+    if (strand_.running_in_this_thread()) {
+      stop();
+      return false;
+    }
+    auto promise = std::make_shared<std::promise<void>>();
+    auto future = promise->get_future();
+    stop([promise] { promise->set_value(); });
+    return future.wait_for(timeout) == std::future_status::ready;
+  } catch (...) {
+    return false;
+  }
+}
+
+void contend_service::restart() noexcept {
+  stop([weak = weak_from_this()] {
+    if (auto self = weak.lock()) self->start();
+  });
+}
+
+bool contend_service::is_owner() const noexcept {
+  std::lock_guard lock(snapshot_mutex_);
+  return owner_ && std::chrono::steady_clock::now() < deadline_;
+}
+
+std::uint64_t contend_service::fence() const noexcept {
+  std::lock_guard lock(snapshot_mutex_);
+  return owner_ ? fence_ : 0;
+}
+
+contend_service::steady_time contend_service::lease_deadline() const noexcept {
+  std::lock_guard lock(snapshot_mutex_);
+  return owner_ ? deadline_ : steady_time{};
+}
+
+mutex_owner contend_service::last_observed() const {
+  std::lock_guard lock(snapshot_mutex_);
+  return observed_;
+}
+
+void contend_service::notify_acquired(const mutex_state& state, steady_time deadline) {
+  if (leader_) return;
+  leader_ = true;
+  {
+    std::lock_guard lock(snapshot_mutex_);
+    owner_ = true;
+    fence_ = state.after.fence;
+    deadline_ = deadline;
+    observed_ = state.after;
+  }
+  detail::log().debug("mutex '{}': '{}' acquired, fence {}", name_, id_, state.after.fence);
+  if (auto c = contender_.lock()) {
+    try {
+      c->on_acquired(state);
+    } catch (const std::exception& e) {
+      detail::log().error("mutex '{}': on_acquired threw: {}", name_, e.what());
+    } catch (...) {
+      detail::log().error("mutex '{}': on_acquired threw", name_);
+    }
+  }
+}
+
+void contend_service::extend_lease(steady_time deadline) {
+  if (!leader_) return;
+  std::lock_guard lock(snapshot_mutex_);
+  deadline_ = deadline;
+}
+
+void contend_service::notify_released(const mutex_state& state) {
+  if (!leader_) return;
+  leader_ = false;
+  {
+    std::lock_guard lock(snapshot_mutex_);
+    owner_ = false;
+    fence_ = 0;
+  }
+  detail::log().debug("mutex '{}': '{}' released, fence {}", name_, id_, state.before.fence);
+  if (auto c = contender_.lock()) {
+    try {
+      c->on_released(state);
+    } catch (const std::exception& e) {
+      detail::log().error("mutex '{}': on_released threw: {}", name_, e.what());
+    } catch (...) {
+      detail::log().error("mutex '{}': on_released threw", name_);
+    }
+  }
+}
+
+void contend_service::notify_observed(const mutex_owner& owner) {
+  {
+    std::lock_guard lock(snapshot_mutex_);
+    observed_ = owner;
+  }
+  if (auto c = contender_.lock()) {
+    try {
+      c->on_observed(owner);
+    } catch (...) {
+      detail::log().error("mutex '{}': on_observed threw", name_);
+    }
+  }
+}
+
+void contend_service::notify_error(std::error_code ec) {
+  if (auto c = contender_.lock()) {
+    try {
+      c->on_error(ec);
+    } catch (...) {
+      detail::log().error("mutex '{}': on_error threw", name_);
+    }
+  }
+}
+
+}  // namespace baton

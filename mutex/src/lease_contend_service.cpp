@@ -1,0 +1,200 @@
+// The generic contend service over a lease_store: the asio driver of detail::lease_machine.
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <optional>
+
+#include "baton/mutex/detail/lease_machine.hpp"
+#include "baton/mutex/detail/log.hpp"
+#include "baton/mutex/errc.hpp"
+#include "baton/mutex/lease_store.hpp"
+
+namespace baton {
+namespace {
+
+using steady = std::chrono::steady_clock;
+
+class lease_contend_service final : public contend_service {
+  std::shared_ptr<lease_contend_service> shared() {
+    return std::static_pointer_cast<lease_contend_service>(shared_from_this());
+  }
+
+  // Runs a store completion on our strand.
+  template <class Handler>
+  auto wrap(Handler handler) {
+    return [self = shared(), handler = std::move(handler)](auto&&... args) mutable {
+      boost::asio::post(self->get_executor(),
+                        [handler = std::move(handler), ... args = std::forward<decltype(args)>(
+                                                           args)]() mutable { handler(args...); });
+    };
+  }
+
+ public:
+  lease_contend_service(boost::asio::io_context& io, std::shared_ptr<lease_store> store,
+                        std::string name, std::string id,
+                        std::shared_ptr<mutex_contender> contender, contend_options options,
+                        random_source random)
+      : contend_service(io, std::move(name), std::move(id), std::move(contender), options),
+        store_(std::move(store)),
+        random_(std::move(random)),
+        machine_(contender_id(), options, random_),
+        attempt_timer_(get_executor()),
+        lease_timer_(get_executor()) {}
+
+  ~lease_contend_service() override {
+    if (watch_ != 0) store_->unwatch(watch_);
+  }
+
+  void async_read_state(state_handler handler) override {
+    store_->async_read_state(mutex_name(), wrap(std::move(handler)));
+  }
+
+  void async_write_state(std::string bytes, done_handler handler) override {
+    boost::asio::post(get_executor(), [self = shared(), bytes = std::move(bytes),
+                                       handler = std::move(handler)]() mutable {
+      if (!self->is_owner()) {
+        handler(make_error_code(errc::not_owner));
+        return;
+      }
+      self->store_->async_write_state(self->mutex_name(), self->contender_id(),
+                                      self->machine_.fence(), std::move(bytes),
+                                      self->wrap(std::move(handler)));
+    });
+  }
+
+ protected:
+  void start_contend(std::uint64_t generation) override {
+    machine_ = detail::lease_machine(contender_id(), options(), random_);
+    std::weak_ptr<lease_contend_service> weak = shared();
+    watch_ = store_->watch(mutex_name(), contender_id(), [weak, generation] {
+      if (auto self = weak.lock())
+        boost::asio::post(self->get_executor(), [self, generation] {
+          if (!self->current(generation)) return;
+          self->machine_.on_wakeup(steady::now());
+          self->schedule(generation);
+        });
+    });
+    attempt(generation);
+  }
+
+  void stop_contend(std::uint64_t generation, std::function<void()> done) noexcept override {
+    attempt_timer_.cancel();
+    lease_timer_.cancel();
+    if (watch_ != 0) {
+      store_->unwatch(watch_);
+      watch_ = 0;
+    }
+    machine_.on_stop();  // the base class already told the contender
+    if (machine_.in_flight()) {
+      // Release only after the request in flight is answered, or it could win afterwards.
+      pending_stop_ = std::move(done);
+      return;
+    }
+    release(std::move(done));
+  }
+
+ private:
+  void attempt(std::uint64_t generation) {
+    if (machine_.in_flight()) return;
+    machine_.on_send(steady::now());
+    store_->async_acquire(
+        mutex_name(), contender_id(), options().ttl, options().transition,
+        [self = shared(), generation](std::error_code ec, lease_grant grant) {
+          boost::asio::post(self->get_executor(), [self, generation, ec, grant = std::move(grant)] {
+            self->on_acquire_done(generation, ec, grant);
+          });
+        });
+  }
+
+  void on_acquire_done(std::uint64_t generation, std::error_code ec, const lease_grant& grant) {
+    if (!current(generation)) {
+      // A completion of an earlier start: it changes nothing, but a stop waits for it.
+      if (pending_stop_) {
+        auto done = std::move(pending_stop_);
+        pending_stop_ = nullptr;
+        release(std::move(done));
+      }
+      return;
+    }
+    const auto now = steady::now();
+    std::vector<detail::lease_machine::notification> notes;
+    if (ec) {
+      if (machine_.consecutive_errors() == 0 || machine_.leader())
+        detail::log().warn("mutex '{}': request failed: {}", mutex_name(), ec.message());
+      notes = machine_.on_error(now);
+    } else {
+      notes = machine_.on_reply(now, grant);
+    }
+    deliver(notes);
+    if (ec)
+      notify_error(ec);
+    else
+      notify_observed(grant.owner);
+    if (current(generation)) schedule(generation);
+  }
+
+  void deliver(const std::vector<detail::lease_machine::notification>& notes) {
+    for (const auto& n : notes) {
+      if (n.acquired)
+        notify_acquired(n.state, machine_.deadline());
+      else
+        notify_released(n.state);
+    }
+    if (machine_.leader()) extend_lease(machine_.deadline());
+  }
+
+  void schedule(std::uint64_t generation) {
+    std::weak_ptr<lease_contend_service> weak = shared();
+    attempt_timer_.expires_at(machine_.next_attempt());
+    attempt_timer_.async_wait([weak, generation](boost::system::error_code ec) {
+      auto self = weak.lock();
+      if (ec || !self || !self->current(generation)) return;
+      // Timer cancellation is racy: act only if the attempt is really due.
+      if (steady::now() < self->machine_.next_attempt()) return self->schedule(generation);
+      self->attempt(generation);
+    });
+    if (machine_.leader()) {
+      lease_timer_.expires_at(machine_.deadline());
+      lease_timer_.async_wait([weak, generation](boost::system::error_code ec) {
+        auto self = weak.lock();
+        if (ec || !self || !self->current(generation)) return;
+        auto notes = self->machine_.on_tick(steady::now());
+        if (notes.empty()) return;
+        detail::log().warn("mutex '{}': local lease ran out, stepping down", self->mutex_name());
+        self->deliver(notes);
+      });
+    }
+  }
+
+  void release(std::function<void()> done) {
+    store_->async_release(mutex_name(), contender_id(),
+                          [self = shared(), done = std::move(done)](std::error_code ec) {
+                            if (ec)
+                              detail::log().warn("mutex '{}': release failed: {}",
+                                                 self->mutex_name(), ec.message());
+                            boost::asio::post(self->get_executor(), [done] {
+                              if (done) done();
+                            });
+                          });
+  }
+
+  std::shared_ptr<lease_store> store_;
+  random_source random_;
+  detail::lease_machine machine_;
+  boost::asio::steady_timer attempt_timer_;
+  boost::asio::steady_timer lease_timer_;
+  std::uint64_t watch_ = 0;
+  std::function<void()> pending_stop_;
+};
+
+}  // namespace
+
+std::shared_ptr<contend_service> make_lease_contend_service(
+    boost::asio::io_context& io, std::shared_ptr<lease_store> store, std::string name,
+    std::string contender_id, std::shared_ptr<mutex_contender> contender, contend_options options,
+    random_source random) {
+  return std::make_shared<lease_contend_service>(io, std::move(store), std::move(name),
+                                                 std::move(contender_id), std::move(contender),
+                                                 options, std::move(random));
+}
+
+}  // namespace baton

@@ -1,0 +1,93 @@
+#include "baton/mutex/detail/lease_machine.hpp"
+
+#include <algorithm>
+
+namespace baton::detail {
+
+using std::chrono::milliseconds;
+
+lease_machine::lease_machine(std::string self, contend_options options, random_source random)
+    : self_(std::move(self)), options_(options), period_(options, std::move(random)) {}
+
+void lease_machine::on_send(time_point now) {
+  in_flight_ = true;
+  sent_at_ = now;
+}
+
+lease_machine::notification lease_machine::step_down(mutex_owner after) {
+  notification n{false, mutex_state{known_, std::move(after), self_}};
+  n.state.before.owner_id = self_;
+  leader_ = false;
+  return n;
+}
+
+std::vector<lease_machine::notification> lease_machine::on_reply(time_point now,
+                                                                 const lease_grant& grant) {
+  std::vector<notification> notes;
+  in_flight_ = false;
+  errors_ = 0;
+  const mutex_owner& after = grant.owner;
+
+  if (after.is(self_)) {
+    // The lease counts from when the request was sent: the backend granted it no earlier.
+    const auto granted = after.transition_at - grant.now;
+    const time_point deadline = sent_at_ + granted - options_.effective_drift_margin();
+    if (leader_ && after.fence != known_.fence) notes.push_back(step_down(after));
+    if (deadline <= now) {
+      // The reply came too late to act on: not owner locally; ask again at once.
+      if (leader_) notes.push_back(step_down(mutex_owner{}));
+      known_ = mutex_owner{};
+      next_attempt_ = now;
+      return notes;
+    }
+    if (!leader_) {
+      notes.push_back(notification{true, mutex_state{known_, after, self_}});
+      leader_ = true;
+    }
+    known_ = after;
+    deadline_ = deadline;
+    next_attempt_ = std::max(now, sent_at_ + (after.ttl_at - grant.now));
+    return notes;
+  }
+
+  if (leader_) notes.push_back(step_down(after));
+  known_ = after;
+  next_attempt_ = now + period_.next_delay(after, self_, grant.now);
+  return notes;
+}
+
+std::vector<lease_machine::notification> lease_machine::on_error(time_point now) {
+  in_flight_ = false;
+  ++errors_;
+  if (leader_) {
+    // Keep trying to renew every retry_period until the local lease runs out.
+    next_attempt_ = now + options_.retry_period;
+  } else {
+    auto backoff = options_.retry_period;
+    for (unsigned i = 1; i < errors_ && backoff < options_.max_backoff; ++i) backoff *= 2;
+    next_attempt_ = now + std::min(backoff, options_.max_backoff);
+  }
+  return on_tick(now);
+}
+
+std::vector<lease_machine::notification> lease_machine::on_tick(time_point now) {
+  std::vector<notification> notes;
+  if (leader_ && now >= deadline_) {
+    notes.push_back(step_down(mutex_owner{}));
+    known_ = mutex_owner{};
+  }
+  return notes;
+}
+
+void lease_machine::on_wakeup(time_point now) {
+  if (!leader_) next_attempt_ = std::min(next_attempt_, now);
+}
+
+std::vector<lease_machine::notification> lease_machine::on_stop() {
+  std::vector<notification> notes;
+  if (leader_) notes.push_back(step_down(mutex_owner{}));
+  known_ = mutex_owner{};
+  return notes;
+}
+
+}  // namespace baton::detail

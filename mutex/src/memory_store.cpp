@@ -1,0 +1,108 @@
+#include "baton/mutex/memory_store.hpp"
+
+#include <vector>
+
+#include "baton/mutex/errc.hpp"
+
+namespace baton {
+
+memory_lease_store::memory_lease_store(clock_function clock)
+    : clock_(clock ? std::move(clock) : [] {
+        return std::chrono::time_point_cast<std::chrono::milliseconds>(
+            std::chrono::system_clock::now());
+      }) {}
+
+void memory_lease_store::async_acquire(const std::string& name, const std::string& owner_id,
+                                       std::chrono::milliseconds ttl,
+                                       std::chrono::milliseconds transition,
+                                       grant_handler handler) {
+  lease_grant grant;
+  {
+    std::lock_guard lock(mutex_);
+    auto now = clock_();
+    auto& rec = records_[name];
+    const bool live = now <= rec.owner.transition_at;
+    const bool renew = rec.owner.is(owner_id) && live;
+    if (renew || !live) {
+      if (!renew) {
+        rec.owner.owner_id = owner_id;
+        rec.owner.acquired_at = now;
+        ++rec.owner.fence;
+      }
+      rec.owner.ttl_at = now + ttl;
+      rec.owner.transition_at = now + ttl + transition;
+    }
+    grant = {rec.owner, now};
+  }
+  handler({}, grant);
+}
+
+void memory_lease_store::async_release(const std::string& name, const std::string& owner_id,
+                                       done_handler handler) {
+  std::vector<std::function<void()>> wake;
+  {
+    std::lock_guard lock(mutex_);
+    auto it = records_.find(name);
+    if (it != records_.end() && it->second.owner.is(owner_id)) {
+      auto now = clock_();
+      it->second.owner.owner_id.clear();
+      it->second.owner.ttl_at = now;
+      it->second.owner.transition_at = now - std::chrono::milliseconds{1};
+      for (auto& [id, w] : watchers_)
+        if (w.name == name) wake.push_back(w.wake);
+    }
+  }
+  handler({});
+  for (auto& w : wake) w();
+}
+
+void memory_lease_store::async_read(const std::string& name, grant_handler handler) {
+  lease_grant grant;
+  {
+    std::lock_guard lock(mutex_);
+    auto it = records_.find(name);
+    grant.now = clock_();
+    if (it != records_.end()) grant.owner = it->second.owner;
+  }
+  handler({}, grant);
+}
+
+void memory_lease_store::async_read_state(const std::string& name, state_handler handler) {
+  std::string state;
+  {
+    std::lock_guard lock(mutex_);
+    if (auto it = records_.find(name); it != records_.end()) state = it->second.state;
+  }
+  handler({}, std::move(state));
+}
+
+void memory_lease_store::async_write_state(const std::string& name, const std::string& owner_id,
+                                           std::uint64_t fence, std::string bytes,
+                                           done_handler handler) {
+  std::error_code ec;
+  {
+    std::lock_guard lock(mutex_);
+    auto it = records_.find(name);
+    if (it == records_.end() || !it->second.owner.is(owner_id) ||
+        it->second.owner.fence != fence || clock_() > it->second.owner.transition_at)
+      ec = make_error_code(errc::not_owner);
+    else
+      it->second.state = std::move(bytes);
+  }
+  handler(ec);
+}
+
+std::uint64_t memory_lease_store::watch(const std::string& name, const std::string& owner_id,
+                                        std::function<void()> wake) {
+  std::lock_guard lock(mutex_);
+  auto id = next_watch_++;
+  watchers_[id] = watcher{name, std::move(wake)};
+  return id;
+}
+
+void memory_lease_store::unwatch(std::uint64_t handle) noexcept {
+  std::lock_guard lock(mutex_);
+  watchers_.erase(handle);
+}
+
+}  // namespace baton

@@ -1,0 +1,67 @@
+#include "support/env.hpp"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <filesystem>
+#include <stdexcept>
+#include <thread>
+
+namespace baton::test {
+
+std::string require_env(const char* name) {
+  const char* value = std::getenv(name);
+  if (value == nullptr || *value == '\0')
+    throw std::runtime_error(std::string("environment variable ") + name +
+                             " is not set: run the tests through scripts/test.sh, which starts "
+                             "the servers");
+  return value;
+}
+
+std::string temp_dir(const std::string& hint) {
+  static std::atomic<int> counter{0};
+  const char* base = std::getenv("BATON_TEST_TMPDIR");
+  std::filesystem::path dir = base ? base : std::filesystem::temp_directory_path().string();
+  dir /= hint + "-" + std::to_string(::getpid()) + "-" + std::to_string(++counter);
+  std::filesystem::create_directories(dir);
+  return dir.string();
+}
+
+backend_config backend_config_for(const std::string& type) {
+  backend_config config;
+  config.type = type;
+  if (type == "sqlite") {
+    config.params["path"] = temp_dir("sqlite") + "/baton.db";
+  } else if (type == "postgresql") {
+    config.params["connection"] = require_env("BATON_TEST_POSTGRES");
+  } else if (type == "mysql") {
+    config.params["connection"] = require_env("BATON_TEST_MYSQL");
+  } else if (type == "redis") {
+    config.params["url"] = require_env("BATON_TEST_REDIS_URL");
+  } else if (type == "zookeeper") {
+    config.params["hosts"] = require_env("BATON_TEST_ZOOKEEPER");
+    config.params["session_timeout"] = "2s";
+  }
+  return config;
+}
+
+std::string program_path(const std::string& name) {
+  return std::string(BATON_BINARY_DIR) + "/tests/baton_" + name;
+}
+
+bool wait_until(const std::function<bool()>& condition, std::chrono::milliseconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!condition()) {
+    if (std::chrono::steady_clock::now() >= deadline) return condition();
+    std::this_thread::sleep_for(std::chrono::milliseconds{5});
+  }
+  return true;
+}
+
+bool server_ctl(const std::string& action, const std::string& server) {
+  std::string cmd = std::string(BATON_SOURCE_DIR) + "/scripts/server-ctl.sh " + action + " " + server;
+  return std::system(cmd.c_str()) == 0;
+}
+
+}  // namespace baton::test

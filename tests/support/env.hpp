@@ -1,0 +1,31 @@
+#pragma once
+// Test environment: the servers the test script started, temp dirs, helper program paths.
+#include <chrono>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "baton/mutex/backend.hpp"
+
+namespace baton::test {
+
+/// The value of environment variable `name`; throws (the test fails, never skips) when unset.
+std::string require_env(const char* name);
+
+/// A fresh directory for this test under BATON_TEST_TMPDIR (or /tmp).
+std::string temp_dir(const std::string& hint);
+
+/// Backend config for a conformance backend: "sqlite", "postgresql", "mysql", "redis",
+/// "zookeeper", "memory". SQLite gets a new file per call in a temp dir.
+backend_config backend_config_for(const std::string& type);
+
+/// Path of a helper program built from tests/support/<name>_main.cpp.
+std::string program_path(const std::string& name);
+
+/// Polls `condition` every 5 ms until true or `timeout` passes; true if it became true.
+bool wait_until(const std::function<bool()>& condition, std::chrono::milliseconds timeout);
+
+/// Runs scripts/server-ctl.sh ACTION SERVER; true on success.
+bool server_ctl(const std::string& action, const std::string& server);
+
+}  // namespace baton::test

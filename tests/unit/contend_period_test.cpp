@@ -1,0 +1,76 @@
+#include "baton/mutex/contend_period.hpp"
+
+#include <gtest/gtest.h>
+
+using namespace std::chrono_literals;
+
+namespace {
+
+baton::backend_time at(long long ms) { return baton::backend_time{std::chrono::milliseconds{ms}}; }
+
+baton::mutex_owner owner(std::string id, long long ttl_at, long long transition_at) {
+  baton::mutex_owner o;
+  o.owner_id = std::move(id);
+  o.ttl_at = at(ttl_at);
+  o.transition_at = at(transition_at);
+  o.fence = 1;
+  return o;
+}
+
+baton::random_source fixed(std::int64_t value) {
+  return [value](std::int64_t lo, std::int64_t hi) {
+    EXPECT_EQ(lo, -200);
+    EXPECT_EQ(hi, 1000);
+    return value;
+  };
+}
+
+baton::contend_options opts(std::chrono::milliseconds poll = 10s) {
+  baton::contend_options o;
+  o.poll_interval = poll;
+  return o;
+}
+
+}  // namespace
+
+TEST(contend_period, owner_renews_at_ttl) {
+  baton::contend_period period(opts(), fixed(0));
+  EXPECT_EQ(period.next_delay(owner("me", 10'000, 16'000), "me", at(1'000)), 9'000ms);
+}
+
+TEST(contend_period, owner_past_ttl_renews_at_once) {
+  baton::contend_period period(opts(), fixed(0));
+  EXPECT_EQ(period.next_delay(owner("me", 10'000, 16'000), "me", at(12'000)), 0ms);
+}
+
+TEST(contend_period, waiter_wakes_at_transition_plus_jitter) {
+  baton::contend_period late(opts(), fixed(999));
+  baton::contend_period early(opts(), fixed(-200));
+  EXPECT_EQ(late.next_delay(owner("other", 10'000, 16'000), "me", at(10'000)), 6'999ms);
+  EXPECT_EQ(early.next_delay(owner("other", 10'000, 16'000), "me", at(10'000)), 5'800ms);
+}
+
+TEST(contend_period, waiter_never_wakes_before_now) {
+  baton::contend_period period(opts(), fixed(-200));
+  EXPECT_EQ(period.next_delay(owner("other", 1'000, 1'100), "me", at(1'000)), 0ms);
+  EXPECT_EQ(period.next_delay(owner("other", 1'000, 1'100), "me", at(5'000)), 0ms);
+}
+
+TEST(contend_period, waiter_polls_at_least_every_poll_interval) {
+  baton::contend_period period(opts(500ms), fixed(0));
+  EXPECT_EQ(period.next_delay(owner("other", 10'000, 16'000), "me", at(1'000)), 500ms);
+}
+
+TEST(contend_period, free_mutex_is_retried_soon) {
+  baton::contend_period period(opts(500ms), fixed(300));
+  EXPECT_EQ(period.next_delay(baton::mutex_owner{}, "me", at(5'000)), 0ms);
+}
+
+TEST(contend_period, default_random_source_stays_in_range) {
+  auto random = baton::default_random_source();
+  for (int i = 0; i < 10'000; ++i) {
+    auto v = random(-200, 1000);
+    ASSERT_GE(v, -200);
+    ASSERT_LT(v, 1000);
+  }
+}
