@@ -1,0 +1,241 @@
+// Lifecycle, generations and notification rules of the contend service, over an in-process
+// store whose completions the test controls.
+#include <gtest/gtest.h>
+
+#include <deque>
+#include <mutex>
+
+#include "baton/mutex/backend.hpp"
+#include "baton/mutex/errc.hpp"
+#include "baton/mutex/memory_store.hpp"
+#include "baton/mutex/runtime.hpp"
+#include "support/env.hpp"
+
+using namespace std::chrono_literals;
+
+namespace {
+
+// A lease_store that parks every acquire until the test answers it.
+class manual_store : public baton::lease_store {
+ public:
+  void async_acquire(const std::string& name, const std::string& owner_id,
+                     std::chrono::milliseconds, std::chrono::milliseconds,
+                     grant_handler handler) override {
+    std::lock_guard lock(mutex_);
+    pending_.push_back(std::move(handler));
+  }
+  void async_release(const std::string&, const std::string& owner_id,
+                     done_handler handler) override {
+    {
+      std::lock_guard lock(mutex_);
+      ++releases_;
+    }
+    handler({});
+  }
+  void async_read(const std::string&, grant_handler handler) override { handler({}, {}); }
+  void async_read_state(const std::string&, state_handler handler) override { handler({}, {}); }
+  void async_write_state(const std::string&, const std::string&, std::uint64_t, std::string,
+                         done_handler handler) override {
+    handler({});
+  }
+
+  std::size_t pending() {
+    std::lock_guard lock(mutex_);
+    return pending_.size();
+  }
+  int releases() {
+    std::lock_guard lock(mutex_);
+    return releases_;
+  }
+  void answer(std::error_code ec, const baton::lease_grant& grant) {
+    grant_handler h;
+    {
+      std::lock_guard lock(mutex_);
+      h = std::move(pending_.front());
+      pending_.pop_front();
+    }
+    h(ec, grant);
+  }
+
+ private:
+  std::mutex mutex_;
+  std::deque<grant_handler> pending_;
+  int releases_ = 0;
+};
+
+// Records every callback in order.
+struct recorder : baton::mutex_contender {
+  std::mutex mutex;
+  std::vector<std::string> events;
+  void on_acquired(const baton::mutex_state& s) override {
+    std::lock_guard lock(mutex);
+    events.push_back("acquired:" + std::to_string(s.after.fence));
+  }
+  void on_released(const baton::mutex_state& s) override {
+    std::lock_guard lock(mutex);
+    events.push_back("released");
+  }
+  std::vector<std::string> snapshot() {
+    std::lock_guard lock(mutex);
+    return events;
+  }
+};
+
+baton::lease_grant own_grant(const std::string& id, std::uint64_t fence,
+                             std::chrono::milliseconds lease = 10s) {
+  auto now = std::chrono::time_point_cast<std::chrono::milliseconds>(
+      std::chrono::system_clock::now());
+  baton::lease_grant g;
+  g.owner = {id, now, now + lease / 2, now + lease, fence};
+  g.now = now;
+  return g;
+}
+
+baton::contend_options short_options() {
+  baton::contend_options o;
+  o.ttl = 100ms;
+  o.transition = 100ms;
+  o.retry_period = 20ms;
+  o.poll_interval = 20ms;
+  o.drift_margin = 10ms;
+  o.max_backoff = 40ms;
+  return o;
+}
+
+}  // namespace
+
+TEST(contend_service, lifecycle_goes_initial_running_initial_and_restarts) {
+  baton::runtime rt;
+  auto store = std::make_shared<baton::memory_lease_store>();
+  auto who = std::make_shared<recorder>();
+  auto s = baton::make_lease_contend_service(rt.io(), store, "life", "me", who, short_options());
+  EXPECT_EQ(s->state(), baton::lifecycle::initial);
+  EXPECT_TRUE(s->start());
+  EXPECT_FALSE(s->start());  // only from INITIAL
+  ASSERT_TRUE(baton::test::wait_until([&] { return s->is_owner(); }, 5s));
+  EXPECT_EQ(s->state(), baton::lifecycle::running);
+  EXPECT_TRUE(s->stop_and_wait(5s));
+  EXPECT_EQ(s->state(), baton::lifecycle::initial);
+  EXPECT_FALSE(s->is_owner());
+  EXPECT_TRUE(s->start());
+  ASSERT_TRUE(baton::test::wait_until([&] { return s->is_owner(); }, 5s));
+  EXPECT_TRUE(s->stop_and_wait(5s));
+  EXPECT_EQ(who->snapshot(),
+            (std::vector<std::string>{"acquired:1", "released", "acquired:2", "released"}));
+}
+
+TEST(contend_service, late_completion_after_stop_changes_nothing) {
+  baton::runtime rt;
+  auto store = std::make_shared<manual_store>();
+  auto who = std::make_shared<recorder>();
+  auto s = baton::make_lease_contend_service(rt.io(), store, "late", "me", who, short_options());
+  s->start();
+  ASSERT_TRUE(baton::test::wait_until([&] { return store->pending() == 1; }, 5s));
+  std::atomic<bool> stopped{false};
+  s->stop([&] { stopped = true; });
+  // The stop waits for the request in flight (it could otherwise win after the release).
+  ASSERT_TRUE(baton::test::wait_until(
+      [&] { return s->state() == baton::lifecycle::stopping; }, 1s));
+  EXPECT_FALSE(stopped.load());
+  EXPECT_EQ(store->releases(), 0);
+  store->answer({}, own_grant("me", 1));  // the backend says we won, too late
+  ASSERT_TRUE(baton::test::wait_until([&] { return stopped.load(); }, 5s));
+  EXPECT_EQ(store->releases(), 1);  // released what that late request may have taken
+  EXPECT_TRUE(who->snapshot().empty());
+  EXPECT_FALSE(s->is_owner());
+}
+
+TEST(contend_service, owner_steps_down_when_backend_stops_answering) {
+  baton::runtime rt;
+  auto store = std::make_shared<manual_store>();
+  auto who = std::make_shared<recorder>();
+  auto s = baton::make_lease_contend_service(rt.io(), store, "silent", "me", who, short_options());
+  s->start();
+  ASSERT_TRUE(baton::test::wait_until([&] { return store->pending() == 1; }, 5s));
+  store->answer({}, own_grant("me", 4, 200ms));
+  ASSERT_TRUE(baton::test::wait_until([&] { return s->is_owner(); }, 5s));
+  EXPECT_EQ(s->fence(), 4u);
+  // The renewal is sent but never answered: the local lease runs out by itself.
+  ASSERT_TRUE(baton::test::wait_until([&] { return who->snapshot().size() == 2; }, 5s));
+  EXPECT_EQ(who->snapshot(), (std::vector<std::string>{"acquired:4", "released"}));
+  EXPECT_FALSE(s->is_owner());
+  EXPECT_EQ(s->fence(), 0u);
+  s->stop();
+  while (store->pending() > 0) store->answer(baton::errc::connection_lost, {});
+  ASSERT_TRUE(baton::test::wait_until(
+      [&] { return s->state() == baton::lifecycle::initial; }, 5s));
+}
+
+TEST(contend_service, errors_are_retried_and_reported) {
+  baton::runtime rt;
+  auto store = std::make_shared<manual_store>();
+  struct error_counter : recorder {
+    std::atomic<int> errors{0};
+    void on_error(std::error_code) override { ++errors; }
+  };
+  auto who = std::make_shared<error_counter>();
+  auto s = baton::make_lease_contend_service(rt.io(), store, "flaky", "me", who, short_options());
+  s->start();
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(baton::test::wait_until([&] { return store->pending() == 1; }, 5s));
+    store->answer(baton::errc::connection_lost, {});
+  }
+  ASSERT_TRUE(baton::test::wait_until([&] { return store->pending() == 1; }, 5s));
+  store->answer({}, own_grant("me", 1));
+  ASSERT_TRUE(baton::test::wait_until([&] { return s->is_owner(); }, 5s));
+  EXPECT_EQ(who->errors.load(), 3);
+  s->stop();
+  while (s->state() != baton::lifecycle::initial) {
+    if (store->pending() > 0) store->answer(baton::errc::connection_lost, {});
+    std::this_thread::yield();
+  }
+}
+
+TEST(contend_service, acquired_and_released_strictly_alternate_under_churn) {
+  baton::runtime rt;
+  auto store = std::make_shared<baton::memory_lease_store>();
+  std::vector<std::shared_ptr<recorder>> who;
+  std::vector<std::shared_ptr<baton::contend_service>> services;
+  for (int i = 0; i < 4; ++i) {
+    who.push_back(std::make_shared<recorder>());
+    services.push_back(baton::make_lease_contend_service(rt.io(), store, "churn",
+                                                         "c" + std::to_string(i), who.back(),
+                                                         short_options()));
+    services.back()->start();
+  }
+  for (int round = 0; round < 30; ++round) {
+    for (auto& s : services)
+      if (s->is_owner()) {
+        s->stop_and_wait(5s);
+        s->start();
+      }
+    ASSERT_TRUE(baton::test::wait_until(
+        [&] {
+          for (auto& s : services)
+            if (s->is_owner()) return true;
+          return false;
+        },
+        5s));
+  }
+  for (auto& s : services) s->stop_and_wait(5s);
+  std::uint64_t acquisitions = 0;
+  for (auto& w : who) {
+    auto events = w->snapshot();
+    for (std::size_t i = 0; i < events.size(); ++i) {
+      bool acquired = events[i].rfind("acquired", 0) == 0;
+      ASSERT_EQ(acquired, i % 2 == 0) << "event " << i << " of a contender: " << events[i];
+      acquisitions += acquired;
+    }
+    EXPECT_EQ(events.size() % 2, 0u);
+  }
+  EXPECT_GE(acquisitions, 30u);
+}
+
+TEST(contend_service, bad_name_is_rejected_before_any_backend_call) {
+  baton::runtime rt;
+  auto store = std::make_shared<manual_store>();
+  auto who = std::make_shared<recorder>();
+  EXPECT_THROW(baton::make_lease_contend_service(rt.io(), store, "bad name", "me", who, {}),
+               std::invalid_argument);
+  EXPECT_EQ(store->pending(), 0u);
+}

@@ -1,0 +1,236 @@
+// The lease state machine with a fake clock: no sleeps, no I/O.
+#include "baton/mutex/detail/lease_machine.hpp"
+
+#include <gtest/gtest.h>
+
+using namespace std::chrono_literals;
+using baton::detail::lease_machine;
+
+namespace {
+
+using time_point = lease_machine::time_point;
+
+baton::backend_time bt(long long ms) { return baton::backend_time{std::chrono::milliseconds{ms}}; }
+
+baton::contend_options options() {
+  baton::contend_options o;
+  o.ttl = 1000ms;
+  o.transition = 1000ms;
+  o.retry_period = 100ms;
+  o.poll_interval = 300ms;
+  o.drift_margin = 50ms;
+  o.max_backoff = 800ms;
+  return o;
+}
+
+// A grant as the backend would give it at backend time `now` for `id` holding `fence`.
+baton::lease_grant grant(const std::string& id, std::uint64_t fence, long long now,
+                         long long ttl = 1000, long long transition = 1000) {
+  baton::lease_grant g;
+  g.owner.owner_id = id;
+  g.owner.fence = fence;
+  g.owner.acquired_at = bt(now);
+  g.owner.ttl_at = bt(now + ttl);
+  g.owner.transition_at = bt(now + ttl + transition);
+  g.now = bt(now);
+  return g;
+}
+
+struct fake_clock {
+  time_point now{std::chrono::hours{1}};
+  void advance(std::chrono::milliseconds d) { now += d; }
+};
+
+lease_machine make_machine(std::int64_t jitter = 0) {
+  return lease_machine("me", options(), [jitter](std::int64_t, std::int64_t) { return jitter; });
+}
+
+}  // namespace
+
+TEST(lease_machine, first_grant_makes_owner_with_deadline_from_send_time) {
+  fake_clock clock;
+  auto m = make_machine();
+  auto sent = clock.now;
+  m.on_send(sent);
+  clock.advance(30ms);  // reply takes 30 ms; the lease still counts from the send
+  auto notes = m.on_reply(clock.now, grant("me", 7, 5'000));
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_TRUE(notes[0].acquired);
+  EXPECT_TRUE(notes[0].state.acquired());
+  EXPECT_EQ(notes[0].state.after.fence, 7u);
+  EXPECT_TRUE(m.leader());
+  EXPECT_EQ(m.fence(), 7u);
+  EXPECT_EQ(m.deadline(), sent + 2000ms - 50ms);
+  EXPECT_EQ(m.next_attempt(), sent + 1000ms);  // renew at ttl_at
+}
+
+TEST(lease_machine, renewal_extends_deadline_without_notification) {
+  fake_clock clock;
+  auto m = make_machine();
+  m.on_send(clock.now);
+  m.on_reply(clock.now, grant("me", 7, 5'000));
+  clock.advance(1000ms);
+  auto sent = clock.now;
+  m.on_send(sent);
+  auto notes = m.on_reply(clock.now, grant("me", 7, 6'000));
+  EXPECT_TRUE(notes.empty());
+  EXPECT_TRUE(m.leader());
+  EXPECT_EQ(m.deadline(), sent + 1950ms);
+}
+
+TEST(lease_machine, owner_steps_down_when_local_lease_passes_without_renewal) {
+  fake_clock clock;
+  auto m = make_machine();
+  m.on_send(clock.now);
+  m.on_reply(clock.now, grant("me", 3, 0));
+  // Renewals fail from ttl on; the machine keeps retrying every retry_period.
+  clock.advance(1000ms);
+  m.on_send(clock.now);
+  auto notes = m.on_error(clock.now);
+  EXPECT_TRUE(notes.empty());
+  EXPECT_EQ(m.next_attempt(), clock.now + 100ms);
+  clock.advance(949ms);
+  EXPECT_TRUE(m.on_tick(clock.now).empty());
+  clock.advance(1ms);  // exactly at the deadline
+  notes = m.on_tick(clock.now);
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_FALSE(notes[0].acquired);
+  EXPECT_TRUE(notes[0].state.released());
+  EXPECT_EQ(notes[0].state.before.fence, 3u);
+  EXPECT_FALSE(m.leader());
+  EXPECT_EQ(m.fence(), 0u);
+}
+
+TEST(lease_machine, late_reply_after_local_deadline_is_ignored_even_if_backend_says_owner) {
+  fake_clock clock;
+  auto m = make_machine();
+  m.on_send(clock.now);
+  m.on_reply(clock.now, grant("me", 3, 0));
+  clock.advance(1000ms);
+  m.on_send(clock.now);        // renewal sent
+  clock.advance(2500ms);       // answered far too late
+  auto notes = m.on_reply(clock.now, grant("me", 3, 1'000));
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_FALSE(notes[0].acquired);
+  EXPECT_FALSE(m.leader());
+  EXPECT_EQ(m.next_attempt(), clock.now);  // asks again at once
+}
+
+TEST(lease_machine, another_owner_in_reply_means_released) {
+  fake_clock clock;
+  auto m = make_machine();
+  m.on_send(clock.now);
+  m.on_reply(clock.now, grant("me", 3, 0));
+  clock.advance(1000ms);
+  m.on_send(clock.now);
+  auto notes = m.on_reply(clock.now, grant("other", 4, 3'000));
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_TRUE(notes[0].state.released());
+  EXPECT_EQ(notes[0].state.after.owner_id, "other");
+  EXPECT_TRUE(notes[0].state.changed());
+}
+
+TEST(lease_machine, fence_change_while_owner_is_released_then_acquired) {
+  fake_clock clock;
+  auto m = make_machine();
+  m.on_send(clock.now);
+  m.on_reply(clock.now, grant("me", 3, 0));
+  clock.advance(500ms);
+  m.on_send(clock.now);
+  auto notes = m.on_reply(clock.now, grant("me", 5, 500));
+  ASSERT_EQ(notes.size(), 2u);
+  EXPECT_FALSE(notes[0].acquired);
+  EXPECT_TRUE(notes[1].acquired);
+  EXPECT_EQ(notes[1].state.after.fence, 5u);
+  EXPECT_EQ(m.fence(), 5u);
+}
+
+TEST(lease_machine, waiter_wakes_at_transition_with_jitter_capped_by_poll_interval) {
+  fake_clock clock;
+  auto m = make_machine(-200);
+  m.on_send(clock.now);
+  m.on_reply(clock.now, grant("other", 1, 0, 100, 100));  // free again at backend 200
+  EXPECT_FALSE(m.leader());
+  EXPECT_EQ(m.next_attempt(), clock.now + 0ms);  // 200 - 200 jitter
+  auto far = make_machine(999);
+  far.on_send(clock.now);
+  far.on_reply(clock.now, grant("other", 1, 0));
+  EXPECT_EQ(far.next_attempt(), clock.now + 300ms);  // poll interval caps the wait
+}
+
+TEST(lease_machine, waiter_backs_off_exponentially_on_errors_up_to_cap) {
+  fake_clock clock;
+  auto m = make_machine();
+  std::vector<std::chrono::milliseconds> delays;
+  for (int i = 0; i < 6; ++i) {
+    m.on_send(clock.now);
+    m.on_error(clock.now);
+    delays.push_back(std::chrono::duration_cast<std::chrono::milliseconds>(m.next_attempt() -
+                                                                           clock.now));
+  }
+  EXPECT_EQ(delays, (std::vector<std::chrono::milliseconds>{100ms, 200ms, 400ms, 800ms, 800ms,
+                                                            800ms}));
+  m.on_send(clock.now);
+  m.on_reply(clock.now, grant("other", 1, 0));
+  EXPECT_EQ(m.consecutive_errors(), 0u);
+}
+
+TEST(lease_machine, wakeup_makes_waiter_ask_at_once_but_not_owner) {
+  fake_clock clock;
+  auto m = make_machine();
+  m.on_send(clock.now);
+  m.on_reply(clock.now, grant("other", 1, 0));
+  clock.advance(10ms);
+  m.on_wakeup(clock.now);
+  EXPECT_EQ(m.next_attempt(), clock.now);
+
+  auto owner = make_machine();
+  owner.on_send(clock.now);
+  owner.on_reply(clock.now, grant("me", 1, 0));
+  auto renew_at = owner.next_attempt();
+  owner.on_wakeup(clock.now);
+  EXPECT_EQ(owner.next_attempt(), renew_at);
+}
+
+TEST(lease_machine, stop_releases_owner_once) {
+  fake_clock clock;
+  auto m = make_machine();
+  m.on_send(clock.now);
+  m.on_reply(clock.now, grant("me", 9, 0));
+  auto notes = m.on_stop();
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_TRUE(notes[0].state.released());
+  EXPECT_TRUE(m.on_stop().empty());
+}
+
+TEST(lease_machine, reacquire_after_local_step_down_is_a_new_acquisition) {
+  fake_clock clock;
+  auto m = make_machine();
+  m.on_send(clock.now);
+  m.on_reply(clock.now, grant("me", 2, 0));
+  clock.advance(1950ms);
+  ASSERT_EQ(m.on_tick(clock.now).size(), 1u);
+  m.on_send(clock.now);
+  auto notes = m.on_reply(clock.now, grant("me", 3, 1950));
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_TRUE(notes[0].acquired);
+  EXPECT_TRUE(notes[0].state.acquired());
+}
+
+TEST(mutex_state, acquired_released_changed) {
+  baton::mutex_owner me{"me", {}, {}, {}, 4};
+  baton::mutex_owner other{"other", {}, {}, {}, 5};
+  baton::mutex_owner none;
+  EXPECT_TRUE((baton::mutex_state{none, me, "me"}.acquired()));
+  EXPECT_TRUE((baton::mutex_state{other, me, "me"}.acquired()));
+  EXPECT_FALSE((baton::mutex_state{me, me, "me"}.acquired()));
+  EXPECT_TRUE((baton::mutex_state{me, other, "me"}.released()));
+  EXPECT_TRUE((baton::mutex_state{me, none, "me"}.released()));
+  EXPECT_FALSE((baton::mutex_state{other, none, "me"}.released()));
+  EXPECT_FALSE((baton::mutex_state{me, me, "me"}.changed()));
+  EXPECT_TRUE((baton::mutex_state{other, none, "me"}.changed()));
+  auto me_new_fence = me;
+  me_new_fence.fence = 6;
+  EXPECT_TRUE((baton::mutex_state{me, me_new_fence, "me"}.acquired()));
+  EXPECT_TRUE((baton::mutex_state{me, me_new_fence, "me"}.released()));
+}
