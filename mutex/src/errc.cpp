@@ -10,16 +10,26 @@ class baton_category final : public std::error_category {
   const char* name() const noexcept override { return "baton"; }
   std::string message(int value) const override {
     switch (static_cast<errc>(value)) {
-      case errc::connection_lost: return "connection to the backend lost";
-      case errc::session_expired: return "backend session expired";
-      case errc::timeout: return "backend request timed out";
-      case errc::not_owner: return "not the owner of the mutex (or a stale fence)";
-      case errc::invalid_name: return "invalid mutex name";
-      case errc::bad_reply: return "unexpected reply from the backend";
-      case errc::auth_failed: return "authentication with the backend failed";
-      case errc::invalid_argument: return "invalid argument";
-      case errc::stopped: return "the service was stopped";
-      case errc::backend_error: return "backend error";
+      case errc::connection_lost:
+        return "connection to the backend lost";
+      case errc::session_expired:
+        return "backend session expired";
+      case errc::timeout:
+        return "backend request timed out";
+      case errc::not_owner:
+        return "not the owner of the mutex (or a stale fence)";
+      case errc::invalid_name:
+        return "invalid mutex name";
+      case errc::bad_reply:
+        return "unexpected reply from the backend";
+      case errc::auth_failed:
+        return "authentication with the backend failed";
+      case errc::invalid_argument:
+        return "invalid argument";
+      case errc::stopped:
+        return "the service was stopped";
+      case errc::backend_error:
+        return "backend error";
     }
     return "unknown baton error " + std::to_string(value);
   }
@@ -32,9 +42,7 @@ const std::error_category& error_category() noexcept {
   return category;
 }
 
-std::error_code make_error_code(errc e) noexcept {
-  return {static_cast<int>(e), error_category()};
-}
+std::error_code make_error_code(errc e) noexcept { return {static_cast<int>(e), error_category()}; }
 
 bool is_retryable(std::error_code ec) noexcept {
   if (ec.category() != error_category()) return static_cast<bool>(ec);

@@ -96,13 +96,13 @@ class lease_contend_service final : public contend_service {
   void attempt(std::uint64_t generation) {
     if (machine_.in_flight()) return;
     machine_.on_send(steady::now());
-    store_->async_acquire(
-        mutex_name(), contender_id(), options().ttl, options().transition,
-        [self = shared(), generation](std::error_code ec, lease_grant grant) {
-          boost::asio::post(self->get_executor(), [self, generation, ec, grant = std::move(grant)] {
-            self->on_acquire_done(generation, ec, grant);
-          });
-        });
+    store_->async_acquire(mutex_name(), contender_id(), options().ttl, options().transition,
+                          [self = shared(), generation](std::error_code ec, lease_grant grant) {
+                            boost::asio::post(self->get_executor(),
+                                              [self, generation, ec, grant = std::move(grant)] {
+                                                self->on_acquire_done(generation, ec, grant);
+                                              });
+                          });
   }
 
   void on_acquire_done(std::uint64_t generation, std::error_code ec, const lease_grant& grant) {

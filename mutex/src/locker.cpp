@@ -86,8 +86,8 @@ bool locker::try_lock_until_steady(std::chrono::steady_clock::time_point deadlin
 void locker::unlock() noexcept {
   if (!locked_) return;
   locked_ = false;
-  service_->stop_and_wait(std::min<std::chrono::milliseconds>(service_->options().lease(),
-                                                              std::chrono::seconds{10}));
+  service_->stop_and_wait(
+      std::min<std::chrono::milliseconds>(service_->options().lease(), std::chrono::seconds{10}));
 }
 
 bool locker::owns_lease() const noexcept { return locked_ && service_->is_owner(); }

@@ -83,8 +83,8 @@ void memory_lease_store::async_write_state(const std::string& name, const std::s
   {
     std::lock_guard lock(mutex_);
     auto it = records_.find(name);
-    if (it == records_.end() || !it->second.owner.is(owner_id) ||
-        it->second.owner.fence != fence || clock_() > it->second.owner.transition_at)
+    if (it == records_.end() || !it->second.owner.is(owner_id) || it->second.owner.fence != fence ||
+        clock_() > it->second.owner.transition_at)
       ec = make_error_code(errc::not_owner);
     else
       it->second.state = std::move(bytes);

@@ -13,7 +13,9 @@ std::chrono::milliseconds contend_options::effective_drift_margin() const noexce
 
 void validate(const contend_options& o) {
   using std::chrono::milliseconds;
-  auto fail = [](const std::string& what) { throw std::invalid_argument("lease options: " + what); };
+  auto fail = [](const std::string& what) {
+    throw std::invalid_argument("lease options: " + what);
+  };
   if (o.ttl <= milliseconds::zero()) fail("ttl must be greater than 0");
   if (o.transition < milliseconds::zero()) fail("transition must not be negative");
   if (o.retry_period <= milliseconds::zero()) fail("retry_period must be greater than 0");
@@ -22,8 +24,7 @@ void validate(const contend_options& o) {
   if (o.drift_margin < milliseconds::zero()) fail("drift_margin must not be negative");
   if (o.effective_drift_margin() >= o.lease())
     fail("drift_margin (" + std::to_string(o.effective_drift_margin().count()) +
-         " ms) must be less than ttl + transition (" + std::to_string(o.lease().count()) +
-         " ms)");
+         " ms) must be less than ttl + transition (" + std::to_string(o.lease().count()) + " ms)");
 }
 
 }  // namespace baton

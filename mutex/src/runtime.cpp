@@ -13,7 +13,8 @@ runtime::runtime() : runtime(options{}) {}
 
 runtime::runtime(options opts)
     : blocking_(std::max(1u, opts.blocking_threads)),
-      work_(new work_guard(io_.get_executor()), [](void* p) { delete static_cast<work_guard*>(p); }) {
+      work_(new work_guard(io_.get_executor()),
+            [](void* p) { delete static_cast<work_guard*>(p); }) {
   unsigned n = std::max(1u, opts.io_threads);
   threads_.reserve(n);
   for (unsigned i = 0; i < n; ++i)

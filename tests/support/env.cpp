@@ -60,7 +60,8 @@ bool wait_until(const std::function<bool()>& condition, std::chrono::millisecond
 }
 
 bool server_ctl(const std::string& action, const std::string& server) {
-  std::string cmd = std::string(BATON_SOURCE_DIR) + "/scripts/server-ctl.sh " + action + " " + server;
+  std::string cmd =
+      std::string(BATON_SOURCE_DIR) + "/scripts/server-ctl.sh " + action + " " + server;
   return std::system(cmd.c_str()) == 0;
 }
 

@@ -83,8 +83,8 @@ struct recorder : baton::mutex_contender {
 
 baton::lease_grant own_grant(const std::string& id, std::uint64_t fence,
                              std::chrono::milliseconds lease = 10s) {
-  auto now = std::chrono::time_point_cast<std::chrono::milliseconds>(
-      std::chrono::system_clock::now());
+  auto now =
+      std::chrono::time_point_cast<std::chrono::milliseconds>(std::chrono::system_clock::now());
   baton::lease_grant g;
   g.owner = {id, now, now + lease / 2, now + lease, fence};
   g.now = now;
@@ -134,8 +134,8 @@ TEST(contend_service, late_completion_after_stop_changes_nothing) {
   std::atomic<bool> stopped{false};
   s->stop([&] { stopped = true; });
   // The stop waits for the request in flight (it could otherwise win after the release).
-  ASSERT_TRUE(baton::test::wait_until(
-      [&] { return s->state() == baton::lifecycle::stopping; }, 1s));
+  ASSERT_TRUE(
+      baton::test::wait_until([&] { return s->state() == baton::lifecycle::stopping; }, 1s));
   EXPECT_FALSE(stopped.load());
   EXPECT_EQ(store->releases(), 0);
   store->answer({}, own_grant("me", 1));  // the backend says we won, too late
@@ -162,8 +162,7 @@ TEST(contend_service, owner_steps_down_when_backend_stops_answering) {
   EXPECT_EQ(s->fence(), 0u);
   s->stop();
   while (store->pending() > 0) store->answer(baton::errc::connection_lost, {});
-  ASSERT_TRUE(baton::test::wait_until(
-      [&] { return s->state() == baton::lifecycle::initial; }, 5s));
+  ASSERT_TRUE(baton::test::wait_until([&] { return s->state() == baton::lifecycle::initial; }, 5s));
 }
 
 TEST(contend_service, errors_are_retried_and_reported) {
@@ -198,9 +197,8 @@ TEST(contend_service, acquired_and_released_strictly_alternate_under_churn) {
   std::vector<std::shared_ptr<baton::contend_service>> services;
   for (int i = 0; i < 4; ++i) {
     who.push_back(std::make_shared<recorder>());
-    services.push_back(baton::make_lease_contend_service(rt.io(), store, "churn",
-                                                         "c" + std::to_string(i), who.back(),
-                                                         short_options()));
+    services.push_back(baton::make_lease_contend_service(
+        rt.io(), store, "churn", "c" + std::to_string(i), who.back(), short_options()));
     services.back()->start();
   }
   for (int round = 0; round < 30; ++round) {

@@ -107,8 +107,8 @@ TEST(lease_machine, late_reply_after_local_deadline_is_ignored_even_if_backend_s
   m.on_send(clock.now);
   m.on_reply(clock.now, grant("me", 3, 0));
   clock.advance(1000ms);
-  m.on_send(clock.now);        // renewal sent
-  clock.advance(2500ms);       // answered far too late
+  m.on_send(clock.now);   // renewal sent
+  clock.advance(2500ms);  // answered far too late
   auto notes = m.on_reply(clock.now, grant("me", 3, 1'000));
   ASSERT_EQ(notes.size(), 1u);
   EXPECT_FALSE(notes[0].acquired);
@@ -165,11 +165,11 @@ TEST(lease_machine, waiter_backs_off_exponentially_on_errors_up_to_cap) {
   for (int i = 0; i < 6; ++i) {
     m.on_send(clock.now);
     m.on_error(clock.now);
-    delays.push_back(std::chrono::duration_cast<std::chrono::milliseconds>(m.next_attempt() -
-                                                                           clock.now));
+    delays.push_back(
+        std::chrono::duration_cast<std::chrono::milliseconds>(m.next_attempt() - clock.now));
   }
-  EXPECT_EQ(delays, (std::vector<std::chrono::milliseconds>{100ms, 200ms, 400ms, 800ms, 800ms,
-                                                            800ms}));
+  EXPECT_EQ(delays,
+            (std::vector<std::chrono::milliseconds>{100ms, 200ms, 400ms, 800ms, 800ms, 800ms}));
   m.on_send(clock.now);
   m.on_reply(clock.now, grant("other", 1, 0));
   EXPECT_EQ(m.consecutive_errors(), 0u);

@@ -25,8 +25,8 @@ baton::contend_options fast() {
 
 struct memory_backend_fixture : ::testing::Test {
   baton::runtime rt;
-  baton::lease_store_backend backend{"memory", rt,
-                                     std::make_shared<baton::memory_lease_store>(), fast()};
+  baton::lease_store_backend backend{"memory", rt, std::make_shared<baton::memory_lease_store>(),
+                                     fast()};
 };
 
 }  // namespace

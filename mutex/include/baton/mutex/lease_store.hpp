@@ -49,8 +49,7 @@ class lease_store {
   /// Writes the lease-guarded state only if `owner_id` owns the mutex with `fence` and a live
   /// lease; else errc::not_owner.
   virtual void async_write_state(const std::string& name, const std::string& owner_id,
-                                 std::uint64_t fence, std::string bytes,
-                                 done_handler handler) = 0;
+                                 std::uint64_t fence, std::string bytes, done_handler handler) = 0;
   /// Asks to be told (`wake`, any thread) when the mutex may have become free. Returns a
   /// handle for unwatch(); 0 means the store has no wake-ups and waiters only poll.
   virtual std::uint64_t watch(const std::string& name, const std::string& owner_id,

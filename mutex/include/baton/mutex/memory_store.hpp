@@ -23,8 +23,8 @@ class memory_lease_store : public lease_store {
                      done_handler handler) override;
   void async_read(const std::string& name, grant_handler handler) override;
   void async_read_state(const std::string& name, state_handler handler) override;
-  void async_write_state(const std::string& name, const std::string& owner_id,
-                         std::uint64_t fence, std::string bytes, done_handler handler) override;
+  void async_write_state(const std::string& name, const std::string& owner_id, std::uint64_t fence,
+                         std::string bytes, done_handler handler) override;
   std::uint64_t watch(const std::string& name, const std::string& owner_id,
                       std::function<void()> wake) override;
   void unwatch(std::uint64_t handle) noexcept override;

@@ -12,11 +12,11 @@ using backend_time = std::chrono::time_point<std::chrono::system_clock, std::chr
 
 /// Who owns a mutex according to the backend. An empty owner_id means nobody owns it.
 struct mutex_owner {
-  std::string owner_id;       ///< contender id of the owner, empty when free
-  backend_time acquired_at{};  ///< when the current ownership began (fence issued)
-  backend_time ttl_at{};       ///< from here on the owner renews
+  std::string owner_id;          ///< contender id of the owner, empty when free
+  backend_time acquired_at{};    ///< when the current ownership began (fence issued)
+  backend_time ttl_at{};         ///< from here on the owner renews
   backend_time transition_at{};  ///< before this nobody else may acquire
-  std::uint64_t fence = 0;     ///< fencing token: strictly increases with every new ownership
+  std::uint64_t fence = 0;       ///< fencing token: strictly increases with every new ownership
 
   /// True when no contender owns the mutex.
   bool empty() const noexcept { return owner_id.empty(); }

@@ -1,0 +1,439 @@
+// The mutex contract, run on every backend this build has (baton::available_backends()),
+// against the real servers the test script started. In-process tests run on "memory" too;
+// multi-process and fault tests run on the real backends only.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <algorithm>
+#include <atomic>
+#include <fstream>
+#include <future>
+#include <iostream>
+#include <map>
+#include <mutex>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "baton/backends/factory.hpp"
+#include "baton/mutex/errc.hpp"
+#include "baton/mutex/locker.hpp"
+#include "support/env.hpp"
+#include "support/faults.hpp"
+#include "support/process.hpp"
+
+using namespace std::chrono_literals;
+
+namespace {
+
+baton::contend_options test_options() {
+  baton::contend_options o;
+  o.ttl = 1000ms;
+  o.transition = 1000ms;
+  o.retry_period = 100ms;
+  o.poll_interval = 100ms;
+  return o;
+}
+
+// Upper bound for a crashed owner to be replaced: the lease (or the ZooKeeper session) plus the
+// waiter's jitter and one poll, plus a margin for a loaded machine.
+std::chrono::milliseconds crash_bound(const std::string& type) {
+  auto o = test_options();
+  std::chrono::milliseconds lease = type == "zookeeper" ? 2000ms : o.lease();
+  return lease + 1000ms + o.poll_interval + 1500ms;
+}
+
+std::vector<std::string> all_backends() { return baton::available_backends(); }
+
+std::vector<std::string> distributed_backends() {
+  auto all = baton::available_backends();
+  all.erase(std::remove(all.begin(), all.end(), "memory"), all.end());
+  return all;
+}
+
+std::string unique_name(const std::string& hint) {
+  static std::atomic<int> n{0};
+  return hint + "-" + std::to_string(::getpid()) + "-" + std::to_string(++n);
+}
+
+struct recorder final : baton::mutex_contender {
+  std::mutex mutex;
+  std::vector<std::uint64_t> acquired_fences;
+  std::vector<baton::mutex_owner> observed;
+  int released = 0;
+  void on_acquired(const baton::mutex_state& s) override {
+    std::lock_guard lock(mutex);
+    acquired_fences.push_back(s.after.fence);
+  }
+  void on_released(const baton::mutex_state&) override {
+    std::lock_guard lock(mutex);
+    ++released;
+  }
+  void on_observed(const baton::mutex_owner& o) override {
+    std::lock_guard lock(mutex);
+    observed.push_back(o);
+  }
+};
+
+class conformance : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    config_ = baton::test::backend_config_for(GetParam());
+    backend_ = baton::make_backend(config_, rt_);
+  }
+  std::shared_ptr<baton::contend_service> service(const std::string& name,
+                                                  std::shared_ptr<baton::mutex_contender> c,
+                                                  baton::contend_options o = test_options()) {
+    return backend_->make_contend_service(name, std::move(c), o);
+  }
+
+  baton::runtime rt_;
+  baton::backend_config config_;
+  std::shared_ptr<baton::mutex_backend> backend_;
+};
+
+std::string param_name(const ::testing::TestParamInfo<std::string>& info) { return info.param; }
+
+}  // namespace
+
+TEST_P(conformance, one_contender_acquires) {
+  auto who = std::make_shared<recorder>();
+  auto s = service(unique_name("one"), who);
+  s->start();
+  ASSERT_TRUE(baton::test::wait_until([&] { return s->is_owner(); }, 10s));
+  EXPECT_GT(s->fence(), 0u);
+  EXPECT_EQ(s->last_observed().owner_id, s->contender_id());
+  EXPECT_GT(s->lease_deadline(), std::chrono::steady_clock::now());
+  auto owner = backend_->read_owner(s->mutex_name());
+  EXPECT_EQ(owner.owner_id, s->contender_id());
+  EXPECT_EQ(owner.fence, s->fence());
+  EXPECT_TRUE(s->stop_and_wait(10s));
+  EXPECT_FALSE(s->is_owner());
+  std::lock_guard lock(who->mutex);
+  EXPECT_EQ(who->acquired_fences.size(), 1u);
+  EXPECT_EQ(who->released, 1);
+}
+
+TEST_P(conformance, ten_contenders_in_one_process_always_agree_on_one_owner) {
+  const auto name = unique_name("ten");
+  std::vector<std::shared_ptr<recorder>> who;
+  std::vector<std::shared_ptr<baton::contend_service>> services;
+  for (int i = 0; i < 10; ++i) {
+    who.push_back(std::make_shared<recorder>());
+    services.push_back(service(name, who.back()));
+    services.back()->start();
+  }
+  auto owners_now = [&] {
+    int n = 0;
+    for (auto& s : services) n += s->is_owner() ? 1 : 0;
+    return n;
+  };
+  const auto end = std::chrono::steady_clock::now() + 20s;
+  auto next_handover = std::chrono::steady_clock::now() + 1s;
+  int violations = 0, sweeps_with_owner = 0, handovers = 0;
+  while (std::chrono::steady_clock::now() < end) {
+    // A real split brain lasts for a lease; two sweeps in a row rule out a sweep that straddled
+    // a clean handover.
+    if (owners_now() > 1 && owners_now() > 1) ++violations;
+    if (owners_now() == 1) ++sweeps_with_owner;
+    if (std::chrono::steady_clock::now() >= next_handover) {
+      // Make the owner step aside now and then, so ownership moves around.
+      for (auto& s : services)
+        if (s->is_owner()) {
+          s->stop_and_wait(10s);
+          s->start();
+          ++handovers;
+          break;
+        }
+      next_handover = std::chrono::steady_clock::now() + 1s;
+    }
+    std::this_thread::sleep_for(1ms);
+  }
+  for (auto& s : services) s->stop_and_wait(10s);
+  EXPECT_EQ(violations, 0);
+  EXPECT_GT(sweeps_with_owner, 1000);
+  EXPECT_GE(handovers, 10);
+  // Fences of all acquisitions are distinct (each ownership gets its own token).
+  std::vector<std::uint64_t> fences;
+  for (auto& w : who)
+    fences.insert(fences.end(), w->acquired_fences.begin(), w->acquired_fences.end());
+  std::sort(fences.begin(), fences.end());
+  EXPECT_EQ(std::adjacent_find(fences.begin(), fences.end()), fences.end());
+  EXPECT_GE(fences.size(), 10u);
+}
+
+TEST_P(conformance, fence_changes_on_every_change_of_owner_and_never_on_renewal) {
+  const auto name = unique_name("fence");
+  auto o = test_options();
+  o.ttl = 200ms;
+  o.transition = 300ms;
+  auto a_who = std::make_shared<recorder>();
+  auto b_who = std::make_shared<recorder>();
+  auto a = service(name, a_who, o);
+  auto b = service(name, b_who, o);
+  a->start();
+  ASSERT_TRUE(baton::test::wait_until([&] { return a->is_owner(); }, 10s));
+  const auto first = a->fence();
+  // Several renewals (ttl_at moves) keep the fence.
+  ASSERT_TRUE(baton::test::wait_until(
+      [&] {
+        std::lock_guard lock(a_who->mutex);
+        std::set<long long> ttls;
+        for (auto& obs : a_who->observed)
+          if (obs.owner_id == a->contender_id()) ttls.insert(obs.ttl_at.time_since_epoch().count());
+        return ttls.size() >= 4;
+      },
+      10s));
+  {
+    std::lock_guard lock(a_who->mutex);
+    for (auto& obs : a_who->observed) {
+      if (obs.owner_id == a->contender_id()) {
+        EXPECT_EQ(obs.fence, first);
+      }
+    }
+    EXPECT_EQ(a_who->acquired_fences.size(), 1u);
+  }
+  EXPECT_EQ(a->fence(), first);
+  b->start();
+  a->stop_and_wait(10s);
+  ASSERT_TRUE(baton::test::wait_until([&] { return b->is_owner(); }, 10s));
+  const auto second = b->fence();
+  EXPECT_GT(second, first);
+  b->stop_and_wait(10s);
+  a->start();  // the same contender again: a new ownership, a new fence
+  ASSERT_TRUE(baton::test::wait_until([&] { return a->is_owner(); }, 10s));
+  EXPECT_GT(a->fence(), second);
+  a->stop_and_wait(10s);
+}
+
+TEST_P(conformance, lease_guarded_state_is_written_by_owner_and_read_by_next_owner) {
+  const auto name = unique_name("state");
+  auto a = service(name, std::make_shared<recorder>());
+  auto b = service(name, std::make_shared<recorder>());
+  auto write = [](baton::contend_service& s, std::string bytes) {
+    std::promise<std::error_code> p;
+    s.async_write_state(std::move(bytes), [&p](std::error_code ec) { p.set_value(ec); });
+    return p.get_future().get();
+  };
+  auto read = [](baton::contend_service& s) {
+    std::promise<std::string> p;
+    s.async_read_state([&p](std::error_code ec, std::string v) {
+      p.set_value(ec ? "error: " + ec.message() : v);
+    });
+    return p.get_future().get();
+  };
+  a->start();
+  ASSERT_TRUE(baton::test::wait_until([&] { return a->is_owner(); }, 10s));
+  const std::string bytes("v1 \0\x01\xff last", 12);
+  EXPECT_FALSE(write(*a, bytes));
+  EXPECT_EQ(read(*a), bytes);
+  b->start();
+  a->stop_and_wait(10s);
+  ASSERT_TRUE(baton::test::wait_until([&] { return b->is_owner(); }, 10s));
+  EXPECT_EQ(read(*b), bytes);
+  EXPECT_EQ(backend_->read_state(name), bytes);
+  // The old owner can no longer write.
+  EXPECT_EQ(write(*a, "stale"), baton::errc::not_owner);
+  EXPECT_FALSE(write(*b, "v2"));
+  EXPECT_EQ(read(*b), "v2");
+  b->stop_and_wait(10s);
+}
+
+TEST_P(conformance, write_state_with_a_stale_fence_is_rejected_by_the_backend) {
+  auto* leased = dynamic_cast<baton::lease_store_backend*>(backend_.get());
+  if (leased == nullptr) {
+    // Event-driven backends (ZooKeeper) check the owner's node instead of a fence column; their
+    // own integration tests cover the stale writer. Here: the local check must hold.
+    SUCCEED();
+    return;
+  }
+  const auto name = unique_name("stale");
+  auto a = service(name, std::make_shared<recorder>());
+  auto b = service(name, std::make_shared<recorder>());
+  a->start();
+  ASSERT_TRUE(baton::test::wait_until([&] { return a->is_owner(); }, 10s));
+  const auto old_fence = a->fence();
+  b->start();
+  a->stop_and_wait(10s);
+  ASSERT_TRUE(baton::test::wait_until([&] { return b->is_owner(); }, 10s));
+  auto store_write = [&](const std::string& id, std::uint64_t fence) {
+    std::promise<std::error_code> p;
+    leased->store()->async_write_state(name, id, fence, "x",
+                                       [&p](std::error_code ec) { p.set_value(ec); });
+    return p.get_future().get();
+  };
+  EXPECT_EQ(store_write(a->contender_id(), old_fence), baton::errc::not_owner);
+  EXPECT_EQ(store_write(b->contender_id(), old_fence), baton::errc::not_owner);
+  EXPECT_FALSE(store_write(b->contender_id(), b->fence()));
+  b->stop_and_wait(10s);
+}
+
+TEST_P(conformance, bad_names_get_clear_errors_before_reaching_the_backend) {
+  for (std::string bad :
+       {std::string(), std::string("has space"), std::string(129, 'x'), std::string("slash/name"),
+        std::string("{tag}"), std::string("caf\xc3\xa9")}) {
+    try {
+      service(bad, std::make_shared<recorder>());
+      ADD_FAILURE() << "accepted '" << bad << "'";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find("mutex name"), std::string::npos) << e.what();
+    }
+    EXPECT_THROW(backend_->read_owner(bad), std::invalid_argument);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(backend, conformance, ::testing::ValuesIn(all_backends()), param_name);
+
+// ---------------------------------------------------------------------------------------------
+// Separate processes.
+
+namespace {
+
+struct section {
+  long long pid, fence, start, end;
+};
+
+std::vector<section> read_sections(const std::string& path) {
+  std::vector<section> out;
+  std::ifstream in(path);
+  section s{};
+  while (in >> s.pid >> s.fence >> s.start >> s.end) out.push_back(s);
+  std::sort(out.begin(), out.end(), [](auto& a, auto& b) { return a.start < b.start; });
+  return out;
+}
+
+class conformance_processes : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override { config_ = baton::test::backend_config_for(GetParam()); }
+
+  std::vector<std::string> contender_argv(const std::string& mode, const std::string& mutex) {
+    std::vector<std::string> argv{
+        baton::test::program_path("contender"), mode, "--type", config_.type, "--mutex", mutex};
+    for (auto& [k, v] : config_.params) {
+      argv.push_back("--param");
+      argv.push_back(k + "=" + v);
+    }
+    return argv;
+  }
+
+  // Starts `n` critical-section processes for `duration`; returns them.
+  std::vector<baton::test::child_process> start_sections(int n, const std::string& mutex,
+                                                         const std::string& log,
+                                                         std::chrono::milliseconds duration) {
+    std::vector<baton::test::child_process> procs;
+    for (int i = 0; i < n; ++i) {
+      auto argv = contender_argv("cs", mutex);
+      argv.insert(argv.end(), {"--log", log, "--duration-ms", std::to_string(duration.count())});
+      procs.emplace_back(argv);
+    }
+    return procs;
+  }
+
+  // No two sections overlap and fences strictly increase in time order.
+  void expect_serialized(const std::vector<section>& sections) {
+    for (std::size_t i = 1; i < sections.size(); ++i) {
+      EXPECT_LE(sections[i - 1].end, sections[i].start)
+          << "sections overlap: pid " << sections[i - 1].pid << " fence " << sections[i - 1].fence
+          << " and pid " << sections[i].pid << " fence " << sections[i].fence;
+      EXPECT_LT(sections[i - 1].fence, sections[i].fence) << "fence did not increase at " << i;
+    }
+  }
+
+  long long acquired_ns(const std::string& line) {
+    std::istringstream in(line);
+    std::string word;
+    long long fence = 0, ns = 0;
+    in >> word >> fence >> ns;
+    return ns;
+  }
+
+  baton::backend_config config_;
+};
+
+}  // namespace
+
+TEST_P(conformance_processes, three_processes_never_overlap_and_fences_increase) {
+  const auto mutex = unique_name("cs");
+  const auto log = baton::test::temp_dir("cs") + "/sections.log";
+  auto procs = start_sections(3, mutex, log, 8s);
+  for (auto& p : procs) ASSERT_EQ(p.wait_exit(60s), 0);
+  auto sections = read_sections(log);
+  expect_serialized(sections);
+  EXPECT_GE(sections.size(), 20u);
+  std::set<long long> pids;
+  for (auto& s : sections) pids.insert(s.pid);
+  EXPECT_EQ(pids.size(), 3u) << "every process should get the mutex";
+}
+
+TEST_P(conformance_processes, graceful_release_is_taken_over_within_poll_interval) {
+  const auto mutex = unique_name("graceful");
+  std::vector<long long> gaps;
+  baton::test::child_process first(contender_argv("hold", mutex));
+  ASSERT_TRUE(first.wait_line("ACQUIRED", 20s));
+  baton::test::child_process owner = std::move(first);
+  for (int round = 0; round < 3; ++round) {
+    baton::test::child_process waiter(contender_argv("hold", mutex));
+    ASSERT_TRUE(waiter.wait_line("STARTED", 20s));
+    ASSERT_FALSE(waiter.wait_line("ACQUIRED", 300ms)) << "took the mutex from a live owner";
+    owner.signal(SIGTERM);
+    auto releasing = owner.wait_line("RELEASING", 10s);
+    ASSERT_TRUE(releasing);
+    auto acquired = waiter.wait_line("ACQUIRED", 20s);
+    ASSERT_TRUE(acquired);
+    ASSERT_EQ(owner.wait_exit(10s), 0);
+    long long released_at = std::stoll(releasing->substr(10));
+    gaps.push_back((acquired_ns(*acquired) - released_at) / 1'000'000);
+    owner = std::move(waiter);
+  }
+  owner.signal(SIGTERM);
+  owner.wait_exit(10s);
+  std::sort(gaps.begin(), gaps.end());
+  RecordProperty("graceful_handover_ms_median", std::to_string(gaps[1]));
+  std::cout << "[ measured ] " << GetParam() << " graceful handover ms: " << gaps[0] << " "
+            << gaps[1] << " " << gaps[2] << "\n";
+  const auto bound = test_options().poll_interval + 700ms;
+  for (auto g : gaps) EXPECT_LE(g, bound.count());
+}
+
+TEST_P(conformance_processes, sigkilled_owner_is_taken_over_within_the_lease_bound) {
+  const auto mutex = unique_name("crash");
+  baton::test::child_process owner(contender_argv("hold", mutex));
+  ASSERT_TRUE(owner.wait_line("ACQUIRED", 20s));
+  baton::test::child_process waiter(contender_argv("hold", mutex));
+  ASSERT_TRUE(waiter.wait_line("STARTED", 20s));
+  ASSERT_FALSE(waiter.wait_line("ACQUIRED", 300ms));
+  long long killed_at = baton::test::mono_ns();
+  owner.signal(SIGKILL);
+  auto acquired = waiter.wait_line("ACQUIRED", 30s);
+  ASSERT_TRUE(acquired);
+  long long gap_ms = (acquired_ns(*acquired) - killed_at) / 1'000'000;
+  RecordProperty("crash_takeover_ms", std::to_string(gap_ms));
+  std::cout << "[ measured ] " << GetParam() << " SIGKILL takeover ms: " << gap_ms << " (bound "
+            << crash_bound(GetParam()).count() << ")\n";
+  EXPECT_LE(gap_ms, crash_bound(GetParam()).count());
+  waiter.signal(SIGTERM);
+  EXPECT_EQ(waiter.wait_exit(10s), 0);
+}
+
+TEST_P(conformance_processes, killed_connections_and_restarted_server_never_yield_two_owners) {
+  const auto mutex = unique_name("faults");
+  const auto log = baton::test::temp_dir("faults") + "/sections.log";
+  const std::string sqlite_path = config_.type == "sqlite" ? config_.params["path"] : "";
+  auto procs = start_sections(3, mutex, log, 14s);
+  // Let ownership settle, then break things twice while the sections run.
+  ASSERT_TRUE(baton::test::wait_until([&] { return read_sections(log).size() >= 3; }, 20s));
+  ASSERT_TRUE(baton::test::kill_connections(GetParam(), sqlite_path));
+  std::this_thread::sleep_for(2s);  // spacing between faults, not a synchronization
+  ASSERT_TRUE(baton::test::restart_server(GetParam(), sqlite_path));
+  long long after_fault = baton::test::mono_ns();
+  for (auto& p : procs) ASSERT_EQ(p.wait_exit(90s), 0);
+  auto sections = read_sections(log);
+  expect_serialized(sections);
+  auto recovered = std::count_if(sections.begin(), sections.end(),
+                                 [&](const section& s) { return s.start > after_fault; });
+  EXPECT_GE(recovered, 3) << "ownership did not recover after the faults";
+}
+
+INSTANTIATE_TEST_SUITE_P(backend, conformance_processes,
+                         ::testing::ValuesIn(distributed_backends()), param_name);
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(conformance_processes);
