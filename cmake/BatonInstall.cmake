@@ -1,6 +1,6 @@
 include(CMakePackageConfigHelpers)
 get_property(_baton_targets GLOBAL PROPERTY BATON_EXPORTED_TARGETS)
-install(TARGETS ${_baton_targets} baton_build_options EXPORT batonTargets
+install(TARGETS ${_baton_targets} EXPORT batonTargets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
   RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
