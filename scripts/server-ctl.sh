@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# scripts/server-ctl.sh ACTION SERVER
+#
+# Stops, crashes, starts or restarts one of the test servers that scripts/test.sh (through
+# scripts/servers.sh) started, on the same port and data directory. Tests call it, e.g.
+#   std::system(BATON_SOURCE_DIR "/scripts/server-ctl.sh restart postgres")
+# It finds the server through the BATON_TEST_<X>_DIR variables the test inherited.
+#
+# ACTION:  stop     clean shutdown (PostgreSQL: "fast", clients disconnected); waits for exit
+#          kill     crash (SIGKILL; PostgreSQL: "immediate" shutdown); waits for exit
+#          start    start again, wait until it accepts clients (no-op when running)
+#          restart  stop, then start
+#          status   exit 0 when running and answering
+# SERVER:  postgres | mariadb | redis | redis-auth | zookeeper
+#
+# Exit status: 0 done, 1 failed (the server's log tail is printed), 2 usage error.
+set -euo pipefail
+
+if (($# != 2)); then
+  sed -n '2,16p' "$0" >&2
+  exit 2
+fi
+
+# shellcheck source=servers.sh
+source "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/servers.sh"
+baton_server_ctl "$1" "$2"

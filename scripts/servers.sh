@@ -1,0 +1,721 @@
+# shellcheck shell=bash
+# Test servers on loopback: PostgreSQL, MariaDB, Redis (plain and with auth) and ZooKeeper.
+# Source this file, then:
+#
+#   baton_start_postgres DIR     baton_start_mariadb DIR     baton_start_redis DIR
+#   baton_start_redis_auth DIR   baton_start_zookeeper DIR   baton_start_all DIR
+#   baton_stop_servers           (stops everything started from this shell; idempotent)
+#   baton_server_ctl ACTION SERVER   (what scripts/server-ctl.sh runs)
+#   baton_restart_postgres
+#
+# DIR is a scratch directory owned by the caller (e.g. from mktemp -d); each server gets a
+# subdirectory DIR/<server> with its config, data, pid file and log. Every server listens on
+# 127.0.0.1 on a free port and runs as a plain background process in its own session, with
+# stdin/stdout/stderr redirected (to /dev/null and its log) and no other inherited descriptor.
+#
+# Each start function waits for readiness with a deadline, prints the log tail and returns 1
+# when the server does not come up, and exports:
+#
+#   BATON_TEST_POSTGRES          "dbname=baton_test user=postgres host=127.0.0.1 port=PORT"
+#   BATON_TEST_POSTGRES_PORT, BATON_TEST_POSTGRES_DATADIR, BATON_TEST_POSTGRES_DIR
+#   BATON_TEST_MYSQL             "db=baton_test user=baton password=baton host=127.0.0.1 port=PORT"
+#   BATON_TEST_MYSQL_PORT, BATON_TEST_MYSQL_SOCKET, BATON_TEST_MYSQL_DATADIR, BATON_TEST_MYSQL_DIR
+#   BATON_TEST_REDIS_URL         "redis://127.0.0.1:PORT"
+#   BATON_TEST_REDIS_PORT, BATON_TEST_REDIS_DIR
+#   BATON_TEST_REDIS_AUTH_URL    "redis://:secret@127.0.0.1:PORT2"   (requirepass secret)
+#   BATON_TEST_REDIS_ACL_URL     "redis://baton:secret2@127.0.0.1:PORT2"   (ACL user baton)
+#   BATON_TEST_REDIS_AUTH_PORT, BATON_TEST_REDIS_AUTH_DIR
+#   BATON_TEST_ZOOKEEPER         "127.0.0.1:PORT"
+#   BATON_TEST_ZOOKEEPER_PORT, BATON_TEST_ZOOKEEPER_DATADIR, BATON_TEST_ZOOKEEPER_DIR
+#
+# scripts/server-ctl.sh ACTION SERVER (ACTION: stop|start|restart|kill|status; SERVER:
+# postgres|mariadb|redis|redis-auth|zookeeper) finds a server through BATON_TEST_<X>_DIR, so it
+# works from any process that inherited these variables (e.g. a test run by ctest).
+
+BATON_SCRIPTS_DIR=${BATON_SCRIPTS_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)}
+
+# Deadlines (seconds) for a server to become ready and to stop.
+: "${BATON_START_TIMEOUT:=60}"
+: "${BATON_ZOOKEEPER_START_TIMEOUT:=90}"
+: "${BATON_STOP_TIMEOUT:=30}"
+
+# Servers started from this shell, as "kind:dir", in start order.
+_BATON_SERVERS=()
+# Ports handed out by baton_free_port in this shell.
+_BATON_PORTS_USED=" "
+
+_baton_msg() { echo "baton-servers: $*" >&2; }
+
+_baton_now() { date +%s.%N; }
+_baton_elapsed() { awk -v a="$1" -v b="$(_baton_now)" 'BEGIN { printf "%.1f", b - a }'; }
+
+_baton_pg_bin() {
+  local dir
+  if [[ -n "${BATON_PG_BIN:-}" ]]; then
+    echo "$BATON_PG_BIN"
+    return
+  fi
+  # shellcheck disable=SC2012
+  for dir in /usr/lib/postgresql/15/bin $(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -rV); do
+    if [[ -x "$dir/postgres" ]]; then
+      echo "$dir"
+      return
+    fi
+  done
+  _baton_msg "PostgreSQL server binaries not found under /usr/lib/postgresql/*/bin (package postgresql)"
+  return 1
+}
+
+_baton_python() {
+  if [[ -x /usr/bin/python3 ]]; then echo /usr/bin/python3; else command -v python3; fi
+}
+
+# _baton_pick_port: sets _BATON_PORT to a TCP port on 127.0.0.1 that is free now and was not
+# handed out before in this shell. Picks from 20000-32767, below Linux's ephemeral range
+# (32768-60999), so an outgoing connection does not take it between the pick and the bind.
+_baton_pick_port() {
+  local python port
+  python=$(_baton_python) || true
+  for _ in $(seq 1 200); do
+    port=$((20000 + RANDOM % 12768))
+    [[ "$_BATON_PORTS_USED" == *" $port "* ]] && continue
+    if [[ -n "$python" ]]; then
+      "$python" - "$port" <<'PY' 2>/dev/null || continue
+import socket, sys
+s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+s.bind(("127.0.0.1", int(sys.argv[1])))
+s.close()
+PY
+    else
+      # No Python: a port nobody listens on refuses the connection.
+      (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && continue
+    fi
+    _BATON_PORTS_USED+="$port "
+    _BATON_PORT=$port
+    return 0
+  done
+  _baton_msg "no free TCP port found on 127.0.0.1"
+  return 1
+}
+
+# baton_free_port: prints a free port (see _baton_pick_port; call it in the current shell, not
+# in $(...), when several ports are needed: the shell remembers those it handed out).
+baton_free_port() { _baton_pick_port && echo "$_BATON_PORT"; }
+
+# _baton_alive PID: true while PID runs. A zombie is dead, unless only its main thread has
+# exited while other threads still run (a JVM shutting down looks like that).
+_baton_alive() {
+  local pid=$1 stat tasks
+  [[ "$pid" =~ ^[0-9]+$ ]] || return 1
+  stat=$(cat "/proc/$pid/stat" 2>/dev/null) || return 1
+  stat=${stat##*) }
+  [[ "${stat:0:1}" != Z ]] && return 0
+  tasks=(/proc/"$pid"/task/*)
+  ((${#tasks[@]} > 1))
+}
+
+_baton_read_pid() { [[ -s "$1" ]] && head -n1 "$1" 2>/dev/null | tr -dc 0-9; }
+
+_baton_tail() {
+  local file
+  for file in "$@"; do
+    if [[ -s "$file" ]]; then
+      echo "----- last lines of $file -----" >&2
+      tail -n 40 "$file" >&2
+      echo "-----" >&2
+    fi
+  done
+}
+
+# _baton_spawn DIR LOG CMD...: starts CMD in a new session, detached from the caller: stdin from
+# /dev/null, stdout+stderr appended to LOG, every other inherited descriptor closed (a test's
+# sockets must not live on in a server it restarts). DIR/server.pid gets the process id (CMD is
+# exec'd, so it is the server's own pid and process group).
+_baton_spawn() {
+  local dir=$1 log=$2
+  shift 2
+  rm -f "$dir/server.pid"
+  (
+    cd "$dir" || exit 1
+    # shellcheck disable=SC2016
+    setsid -f bash -c '
+      for fd in /proc/$$/fd/*; do
+        fd=${fd##*/}
+        if [[ $fd =~ ^[0-9]+$ ]] && ((fd > 2)); then eval "exec $fd>&-" 2>/dev/null; fi
+      done
+      echo $$ >"$0"
+      exec "$@"' "$dir/server.pid" "$@" </dev/null >>"$log" 2>&1
+  )
+}
+
+# _baton_signal_stop DIR SIGNAL: sends SIGNAL to the server in DIR and waits until it exits;
+# after BATON_STOP_TIMEOUT seconds kills its process group. True when nothing is left running.
+_baton_signal_stop() {
+  local dir=$1 signal=$2 pid deadline
+  pid=$(_baton_read_pid "$dir/server.pid") || true
+  if [[ -z "$pid" ]] || ! _baton_alive "$pid"; then
+    rm -f "$dir/server.pid"
+    return 0
+  fi
+  kill -s "$signal" "$pid" 2>/dev/null || true
+  deadline=$((SECONDS + BATON_STOP_TIMEOUT))
+  while _baton_alive "$pid"; do
+    if ((SECONDS >= deadline)); then
+      _baton_msg "$(basename "$dir") (pid $pid) did not stop within ${BATON_STOP_TIMEOUT}s: SIGKILL"
+      kill -KILL -- "-$pid" 2>/dev/null || kill -KILL "$pid" 2>/dev/null || true
+      sleep 0.2
+      break
+    fi
+    sleep 0.05
+  done
+  rm -f "$dir/server.pid"
+  ! _baton_alive "$pid"
+}
+
+_baton_register() {
+  local entry="$1:$2" e
+  for e in "${_BATON_SERVERS[@]}"; do
+    [[ "$e" == "$entry" ]] && return 0
+  done
+  _BATON_SERVERS+=("$entry")
+}
+
+_baton_prepare_dir() { # DIR NAME OWNER -> prints DIR/NAME
+  local base=$1 name=$2 owner=$3 dir
+  if [[ -z "$base" || ! -d "$base" ]]; then
+    _baton_msg "start $name: directory '$base' does not exist"
+    return 1
+  fi
+  base=$(cd "$base" && pwd)
+  dir="$base/$name"
+  if [[ -e "$dir" ]]; then
+    _baton_msg "start $name: $dir already exists (one $name per DIR)"
+    return 1
+  fi
+  mkdir -p "$dir"
+  if [[ -n "$owner" && $(id -u) -eq 0 ]]; then
+    # The server's user must be able to reach its directory through DIR (mktemp -d is 0700).
+    chmod a+x "$base"
+    chown "$owner:" "$dir"
+  fi
+  echo "$dir"
+}
+
+# _baton_wait_ready KIND DIR TIMEOUT: polls _baton_<kind>_ready until it succeeds, the server
+# dies, or the deadline passes. Returns 0 ready, 1 failed, 2 failed because the port was taken.
+_baton_wait_ready() {
+  local kind=$1 dir=$2 timeout=$3 start deadline pid
+  start=$(_baton_now)
+  deadline=$((SECONDS + timeout))
+  while true; do
+    pid=$(_baton_read_pid "$dir/server.pid") || true
+    if [[ -n "$pid" ]] && ! _baton_alive "$pid"; then
+      _baton_msg "$kind exited during startup (pid $pid, after $(_baton_elapsed "$start")s)"
+      break
+    fi
+    if "_baton_${kind}_ready" "$dir" 2>/dev/null; then
+      return 0
+    fi
+    if ((SECONDS >= deadline)); then
+      _baton_msg "$kind not ready after ${timeout}s"
+      break
+    fi
+    sleep 0.1
+  done
+  _baton_tail "$dir"/"$kind"*.log
+  if grep -qi 'address already in use' "$dir"/"$kind"*.log 2>/dev/null; then
+    return 2
+  fi
+  return 1
+}
+
+# _baton_start_loop KIND DIR TIMEOUT: (re)configures the port, launches and waits; on a port
+# taken in the meantime, picks another port (3 tries).
+_baton_start_loop() {
+  local kind=$1 dir=$2 timeout=$3 try rc port log
+  for try in 1 2 3; do
+    _baton_pick_port || return 1
+    port=$_BATON_PORT
+    "_baton_${kind}_configure" "$dir" "$port" || return 1
+    "_baton_${kind}_launch" "$dir" || {
+      _baton_tail "$dir"/"$kind"*.log
+      return 1
+    }
+    rc=0
+    _baton_wait_ready "$kind" "$dir" "$timeout" || rc=$?
+    ((rc == 0)) && return 0
+    "_baton_${kind}_stop" "$dir" >/dev/null 2>&1 || true
+    ((rc == 2)) || break
+    _baton_msg "$kind: port $port taken, retrying with another port"
+    for log in "$dir"/"$kind"*.log; do mv "$log" "$log.try$try" 2>/dev/null || true; done
+  done
+  _baton_msg "FAILED to start $kind in $dir"
+  return 1
+}
+
+_baton_conf_get() { # FILE KEY: value of "KEY=VALUE" / "KEY VALUE" lines
+  sed -n -E "s/^[[:space:]]*$2[[:space:]]*[= ][[:space:]]*'?([^' ]*)'?.*$/\1/p" "$1" | tail -n1
+}
+
+# ------------------------------------------------------------------------------ PostgreSQL
+
+_baton_postgres_run_as() { # CMD...: as the postgres user when root
+  if [[ $(id -u) -eq 0 ]]; then
+    setpriv --reuid=postgres --regid=postgres --init-groups -- "$@"
+  else
+    "$@"
+  fi
+}
+
+_baton_postgres_configure() { # DIR PORT
+  local dir=$1 port=$2 bin
+  bin=$(_baton_pg_bin) || return 1
+  if [[ ! -s "$dir/data/PG_VERSION" ]]; then
+    (cd "$dir" && _baton_postgres_run_as "$bin/initdb" -D "$dir/data" --auth=trust \
+      --username=postgres --encoding=UTF8 --locale=C.UTF-8 --no-sync) \
+      >"$dir/initdb.log" 2>&1 || {
+      _baton_msg "initdb failed"
+      _baton_tail "$dir/initdb.log"
+      return 1
+    }
+  fi
+  # Last setting wins: appending again on a retry is fine.
+  cat >>"$dir/data/postgresql.conf" <<EOF
+# baton test server
+port = $port
+listen_addresses = '127.0.0.1'
+unix_socket_directories = '$dir'
+max_connections = 300
+fsync = off
+synchronous_commit = off
+full_page_writes = off
+logging_collector = off
+log_min_messages = warning
+EOF
+}
+
+_baton_postgres_launch() {
+  local dir=$1 bin
+  bin=$(_baton_pg_bin) || return 1
+  if [[ $(id -u) -eq 0 ]]; then
+    _baton_spawn "$dir" "$dir/postgres.log" \
+      setpriv --reuid=postgres --regid=postgres --init-groups -- "$bin/postgres" -D "$dir/data"
+  else
+    _baton_spawn "$dir" "$dir/postgres.log" "$bin/postgres" -D "$dir/data"
+  fi
+}
+
+_baton_postgres_port() { _baton_conf_get "$1/data/postgresql.conf" port; }
+
+_baton_postgres_ready() {
+  local dir=$1 bin
+  bin=$(_baton_pg_bin) || return 1
+  "$bin/pg_isready" -q -h 127.0.0.1 -p "$(_baton_postgres_port "$dir")" -U postgres -d postgres -t 1
+}
+
+# SIGINT is PostgreSQL's "fast" shutdown (disconnects clients), SIGQUIT its "immediate" one.
+_baton_postgres_stop() { _baton_signal_stop "$1" INT; }
+_baton_postgres_kill() { _baton_signal_stop "$1" QUIT; }
+
+_baton_postgres_export() {
+  local dir=$1 port
+  port=$(_baton_postgres_port "$dir")
+  export BATON_TEST_POSTGRES_DIR="$dir"
+  export BATON_TEST_POSTGRES_DATADIR="$dir/data"
+  export BATON_TEST_POSTGRES_PORT="$port"
+  export BATON_TEST_POSTGRES="dbname=baton_test user=postgres host=127.0.0.1 port=$port"
+}
+
+baton_start_postgres() {
+  local dir start bin
+  start=$(_baton_now)
+  bin=$(_baton_pg_bin) || return 1
+  dir=$(_baton_prepare_dir "${1:-}" postgres postgres) || return 1
+  _baton_register postgres "$dir"
+  _baton_start_loop postgres "$dir" "$BATON_START_TIMEOUT" || return 1
+  "$bin/psql" -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$(_baton_postgres_port "$dir")" \
+    -U postgres -d postgres -c 'CREATE DATABASE baton_test' >>"$dir/setup.log" 2>&1 || {
+    _baton_msg "PostgreSQL: creating database baton_test failed"
+    _baton_tail "$dir/setup.log" "$dir/postgres.log"
+    return 1
+  }
+  _baton_postgres_export "$dir"
+  _baton_msg "PostgreSQL ready on 127.0.0.1:$BATON_TEST_POSTGRES_PORT in $(_baton_elapsed "$start")s"
+}
+
+baton_restart_postgres() { baton_server_ctl restart postgres; }
+
+# -------------------------------------------------------------------------------- MariaDB
+
+_baton_mariadb_admin_user() { if [[ $(id -u) -eq 0 ]]; then echo root; else id -un; fi; }
+
+_baton_mariadb_configure() { # DIR PORT
+  local dir=$1 port=$2 user_line=""
+  [[ $(id -u) -eq 0 ]] && user_line="user = mysql"
+  cat >"$dir/my.cnf" <<EOF
+[mariadbd]
+$user_line
+datadir = $dir/data
+port = $port
+bind-address = 127.0.0.1
+socket = $dir/mariadb.sock
+pid-file = $dir/mariadbd.pid
+skip-name-resolve
+skip-log-bin
+max-connections = 500
+innodb-buffer-pool-size = 128M
+innodb-log-file-size = 64M
+innodb-flush-log-at-trx-commit = 2
+innodb-doublewrite = 0
+log-warnings = 1
+EOF
+  if [[ ! -d "$dir/data/mysql" ]]; then
+    local args=(--no-defaults "--datadir=$dir/data" --auth-root-authentication-method=socket
+      --skip-test-db --skip-name-resolve "--auth-root-socket-user=$(_baton_mariadb_admin_user)")
+    if [[ $(id -u) -eq 0 ]]; then
+      args+=(--user=mysql)
+    fi
+    (cd "$dir" && mariadb-install-db "${args[@]}") >"$dir/install-db.log" 2>&1 || {
+      _baton_msg "mariadb-install-db failed"
+      _baton_tail "$dir/install-db.log"
+      return 1
+    }
+  fi
+}
+
+_baton_mariadb_launch() {
+  local dir=$1
+  _baton_spawn "$dir" "$dir/mariadb.log" mariadbd "--defaults-file=$dir/my.cnf"
+}
+
+_baton_mariadb_port() { _baton_conf_get "$1/my.cnf" port; }
+
+_baton_mariadb_client() { # DIR ARGS...: the mariadb client as the admin user, through the socket
+  local dir=$1
+  shift
+  mariadb --no-defaults "--socket=$dir/mariadb.sock" -u "$(_baton_mariadb_admin_user)" "$@"
+}
+
+_baton_mariadb_ready() {
+  local dir=$1
+  [[ -S "$dir/mariadb.sock" ]] || return 1
+  _baton_mariadb_client "$dir" --connect-timeout=2 -N -B -e 'SELECT 1' >/dev/null 2>&1
+}
+
+_baton_mariadb_stop() { _baton_signal_stop "$1" TERM; }
+_baton_mariadb_kill() { _baton_signal_stop "$1" KILL; }
+
+_baton_mariadb_export() {
+  local dir=$1 port
+  port=$(_baton_mariadb_port "$dir")
+  export BATON_TEST_MYSQL_DIR="$dir"
+  export BATON_TEST_MYSQL_DATADIR="$dir/data"
+  export BATON_TEST_MYSQL_PORT="$port"
+  export BATON_TEST_MYSQL_SOCKET="$dir/mariadb.sock"
+  export BATON_TEST_MYSQL="db=baton_test user=baton password=baton host=127.0.0.1 port=$port"
+}
+
+baton_start_mariadb() {
+  local dir start
+  start=$(_baton_now)
+  dir=$(_baton_prepare_dir "${1:-}" mariadb mysql) || return 1
+  _baton_register mariadb "$dir"
+  _baton_start_loop mariadb "$dir" "$BATON_START_TIMEOUT" || return 1
+  # A user can always KILL its own connections, so ALL on the test databases is enough.
+  _baton_mariadb_client "$dir" >>"$dir/setup.log" 2>&1 <<'EOF' || {
+CREATE DATABASE IF NOT EXISTS baton_test;
+CREATE USER IF NOT EXISTS 'baton'@'127.0.0.1' IDENTIFIED BY 'baton';
+CREATE USER IF NOT EXISTS 'baton'@'localhost' IDENTIFIED BY 'baton';
+GRANT ALL PRIVILEGES ON `baton_test%`.* TO 'baton'@'127.0.0.1';
+GRANT ALL PRIVILEGES ON `baton_test%`.* TO 'baton'@'localhost';
+FLUSH PRIVILEGES;
+EOF
+    _baton_msg "MariaDB: creating database baton_test / user baton failed"
+    _baton_tail "$dir/setup.log" "$dir/mariadb.log"
+    return 1
+  }
+  _baton_mariadb_export "$dir"
+  _baton_msg "MariaDB ready on 127.0.0.1:$BATON_TEST_MYSQL_PORT in $(_baton_elapsed "$start")s"
+}
+
+# ---------------------------------------------------------------------------------- Redis
+
+_baton_redis_configure() { # DIR PORT  (DIR/auth.conf, when present, is included)
+  local dir=$1 port=$2
+  cat >"$dir/redis.conf" <<EOF
+port $port
+bind 127.0.0.1
+protected-mode yes
+daemonize no
+save ""
+appendonly no
+dir $dir
+logfile ""
+loglevel notice
+databases 16
+enable-debug-command local
+EOF
+  if [[ -f "$dir/auth.conf" ]]; then
+    echo "include $dir/auth.conf" >>"$dir/redis.conf"
+  fi
+}
+
+_baton_redis_launch() {
+  local dir=$1
+  _baton_spawn "$dir" "$dir/redis.log" redis-server "$dir/redis.conf"
+}
+
+_baton_redis_port() { _baton_conf_get "$1/redis.conf" port; }
+
+_baton_redis_cli() { # DIR ARGS...
+  local dir=$1 password
+  shift
+  password=""
+  [[ -f "$dir/auth.conf" ]] && password=$(_baton_conf_get "$dir/auth.conf" requirepass)
+  if [[ -n "$password" ]]; then
+    REDISCLI_AUTH="$password" redis-cli -h 127.0.0.1 -p "$(_baton_redis_port "$dir")" "$@"
+  else
+    redis-cli -h 127.0.0.1 -p "$(_baton_redis_port "$dir")" "$@"
+  fi
+}
+
+_baton_redis_ready() {
+  local dir=$1 env=()
+  [[ -f "$dir/auth.conf" ]] && env=("REDISCLI_AUTH=$(_baton_conf_get "$dir/auth.conf" requirepass)")
+  [[ "$(env "${env[@]}" timeout 2 redis-cli -h 127.0.0.1 -p "$(_baton_redis_port "$dir")" \
+    ping 2>/dev/null)" == PONG ]]
+}
+
+_baton_redis_stop() { _baton_signal_stop "$1" TERM; }
+_baton_redis_kill() { _baton_signal_stop "$1" KILL; }
+
+_baton_redis_export() {
+  local dir=$1 port
+  port=$(_baton_redis_port "$dir")
+  export BATON_TEST_REDIS_DIR="$dir"
+  export BATON_TEST_REDIS_PORT="$port"
+  export BATON_TEST_REDIS_URL="redis://127.0.0.1:$port"
+}
+
+_baton_redis_auth_export() {
+  local dir=$1 port
+  port=$(_baton_redis_port "$dir")
+  export BATON_TEST_REDIS_AUTH_DIR="$dir"
+  export BATON_TEST_REDIS_AUTH_PORT="$port"
+  export BATON_TEST_REDIS_AUTH_URL="redis://:secret@127.0.0.1:$port"
+  export BATON_TEST_REDIS_ACL_URL="redis://baton:secret2@127.0.0.1:$port"
+}
+
+baton_start_redis() {
+  local dir start
+  start=$(_baton_now)
+  dir=$(_baton_prepare_dir "${1:-}" redis "") || return 1
+  _baton_register redis "$dir"
+  _baton_start_loop redis "$dir" "$BATON_START_TIMEOUT" || return 1
+  _baton_redis_export "$dir"
+  _baton_msg "Redis ready on 127.0.0.1:$BATON_TEST_REDIS_PORT in $(_baton_elapsed "$start")s"
+}
+
+# A second Redis with `requirepass secret` (default user) and ACL user baton / secret2.
+baton_start_redis_auth() {
+  local dir start
+  start=$(_baton_now)
+  dir=$(_baton_prepare_dir "${1:-}" redis-auth "") || return 1
+  cat >"$dir/auth.conf" <<'EOF'
+requirepass secret
+user baton on >secret2 ~* &* +@all
+EOF
+  _baton_register redis "$dir"
+  _baton_start_loop redis "$dir" "$BATON_START_TIMEOUT" || return 1
+  _baton_redis_auth_export "$dir"
+  _baton_msg "Redis (auth) ready on 127.0.0.1:$BATON_TEST_REDIS_AUTH_PORT in $(_baton_elapsed "$start")s"
+}
+
+# ------------------------------------------------------------------------------ ZooKeeper
+
+_baton_zookeeper_classpath() {
+  local cp jar
+  cp="$1:/usr/share/java/zookeeper.jar"
+  # zookeeper.jar's manifest brings slf4j-api and the rest; add a binding and log4j 1.2.
+  for jar in /usr/share/java/slf4j-log4j12.jar /usr/share/java/log4j-1.2.jar; do
+    if [[ -f "$jar" ]]; then cp+=":$jar"; fi
+  done
+  echo "$cp"
+}
+
+_baton_zookeeper_configure() { # DIR PORT
+  local dir=$1 port=$2
+  mkdir -p "$dir/data"
+  # tickTime 500 ms: the server accepts session timeouts from 1 s to 10 s.
+  cat >"$dir/zoo.cfg" <<EOF
+tickTime=500
+initLimit=10
+syncLimit=5
+dataDir=$dir/data
+clientPort=$port
+clientPortAddress=127.0.0.1
+maxClientCnxns=0
+admin.enableServer=false
+4lw.commands.whitelist=ruok,srvr,stat,cons,mntr
+forceSync=no
+autopurge.purgeInterval=0
+EOF
+  cat >"$dir/log4j.properties" <<EOF
+log4j.rootLogger=INFO, FILE
+log4j.appender.FILE=org.apache.log4j.FileAppender
+log4j.appender.FILE.File=$dir/zookeeper.log
+log4j.appender.FILE.Append=true
+log4j.appender.FILE.layout=org.apache.log4j.PatternLayout
+log4j.appender.FILE.layout.ConversionPattern=%d{ISO8601} %-5p [%t:%C{1}@%L] - %m%n
+EOF
+}
+
+_baton_zookeeper_launch() {
+  local dir=$1 java
+  java=$(command -v java) || {
+    _baton_msg "java not found (package zookeeper depends on default-jre)"
+    return 1
+  }
+  # stdout/stderr (JVM messages; the server logs to zookeeper.log) go to zookeeper-out.log.
+  _baton_spawn "$dir" "$dir/zookeeper-out.log" "$java" \
+    -Xms32m -Xmx512m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 \
+    -Djava.awt.headless=true \
+    "-Dzookeeper.log.dir=$dir" "-Dlog4j.configuration=file:$dir/log4j.properties" \
+    -Dzookeeper.jmx.log4j.disable=true -Dzookeeper.admin.enableServer=false \
+    -cp "$(_baton_zookeeper_classpath "$dir")" \
+    org.apache.zookeeper.server.ZooKeeperServerMain "$dir/zoo.cfg"
+}
+
+_baton_zookeeper_port() { _baton_conf_get "$1/zoo.cfg" clientPort; }
+
+# _baton_zookeeper_4lw PORT WORD: sends a four-letter word, prints the answer.
+_baton_zookeeper_4lw() {
+  # shellcheck disable=SC2016
+  timeout 2 bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$0" || exit 1; printf %s "$1" >&3; cat <&3' \
+    "$1" "$2" 2>/dev/null
+}
+
+_baton_zookeeper_ready() {
+  local port
+  port=$(_baton_zookeeper_port "$1")
+  [[ "$(_baton_zookeeper_4lw "$port" ruok)" == imok ]] || return 1
+  _baton_zookeeper_4lw "$port" srvr | grep -q '^Mode: standalone'
+}
+
+_baton_zookeeper_stop() { _baton_signal_stop "$1" TERM; }
+_baton_zookeeper_kill() { _baton_signal_stop "$1" KILL; }
+
+_baton_zookeeper_export() {
+  local dir=$1 port
+  port=$(_baton_zookeeper_port "$dir")
+  export BATON_TEST_ZOOKEEPER_DIR="$dir"
+  export BATON_TEST_ZOOKEEPER_DATADIR="$dir/data"
+  export BATON_TEST_ZOOKEEPER_PORT="$port"
+  export BATON_TEST_ZOOKEEPER="127.0.0.1:$port"
+}
+
+baton_start_zookeeper() {
+  local dir start
+  start=$(_baton_now)
+  dir=$(_baton_prepare_dir "${1:-}" zookeeper "") || return 1
+  _baton_register zookeeper "$dir"
+  _baton_start_loop zookeeper "$dir" "$BATON_ZOOKEEPER_START_TIMEOUT" || return 1
+  _baton_zookeeper_export "$dir"
+  _baton_msg "ZooKeeper ready on 127.0.0.1:$BATON_TEST_ZOOKEEPER_PORT in $(_baton_elapsed "$start")s"
+}
+
+# ------------------------------------------------------------------------------- all / stop
+
+# baton_start_all DIR: every server the tests use; also exports BATON_TEST_TMPDIR=DIR (SQLite
+# files go there).
+baton_start_all() {
+  local base=${1:-}
+  [[ -d "$base" ]] || {
+    _baton_msg "baton_start_all: '$base' is not a directory"
+    return 1
+  }
+  export BATON_TEST_TMPDIR
+  BATON_TEST_TMPDIR=$(cd "$base" && pwd)
+  baton_start_zookeeper "$base" &&
+    baton_start_postgres "$base" &&
+    baton_start_mariadb "$base" &&
+    baton_start_redis "$base" &&
+    baton_start_redis_auth "$base"
+}
+
+# baton_stop_servers: stops every server started from this shell (also ones restarted since
+# by scripts/server-ctl.sh: it goes by their pid files). Idempotent; never fails.
+baton_stop_servers() {
+  local i entry kind dir
+  for ((i = ${#_BATON_SERVERS[@]} - 1; i >= 0; i--)); do
+    entry=${_BATON_SERVERS[i]}
+    kind=${entry%%:*}
+    dir=${entry#*:}
+    if [[ -f "$dir/server.pid" ]]; then
+      "_baton_${kind}_stop" "$dir" || _baton_msg "could not stop $kind in $dir"
+    fi
+  done
+  return 0
+}
+
+# ------------------------------------------------------------------------------ server ctl
+
+# _baton_server_locate SERVER: prints "KIND DIR" for a server name, from BATON_TEST_*_DIR.
+_baton_server_locate() {
+  case "$1" in
+    postgres | postgresql) echo "postgres ${BATON_TEST_POSTGRES_DIR:-}" ;;
+    mariadb | mysql) echo "mariadb ${BATON_TEST_MYSQL_DIR:-}" ;;
+    redis) echo "redis ${BATON_TEST_REDIS_DIR:-}" ;;
+    redis-auth) echo "redis ${BATON_TEST_REDIS_AUTH_DIR:-}" ;;
+    zookeeper) echo "zookeeper ${BATON_TEST_ZOOKEEPER_DIR:-}" ;;
+    *) return 1 ;;
+  esac
+}
+
+# baton_server_ctl ACTION SERVER
+#   stop     clean shutdown (PostgreSQL: fast shutdown, clients are disconnected), waits for exit
+#   kill     crash: SIGKILL (PostgreSQL: immediate shutdown, SIGQUIT), waits for exit
+#   start    starts it again on the same port and data; waits until ready; no-op when running
+#   restart  stop, then start
+#   status   exit 0 when running and ready
+baton_server_ctl() {
+  local action=${1:-} server=${2:-} kind dir located pid
+  located=$(_baton_server_locate "$server") || {
+    _baton_msg "unknown server '$server' (postgres|mariadb|redis|redis-auth|zookeeper)"
+    return 2
+  }
+  read -r kind dir <<<"$located"
+  if [[ -z "$dir" || ! -d "$dir" ]]; then
+    _baton_msg "$server: its BATON_TEST_*_DIR variable is unset or not a directory (start the servers with scripts/test.sh or scripts/servers.sh)"
+    return 2
+  fi
+  local timeout=$BATON_START_TIMEOUT
+  [[ $kind == zookeeper ]] && timeout=$BATON_ZOOKEEPER_START_TIMEOUT
+  case "$action" in
+    stop) "_baton_${kind}_stop" "$dir" ;;
+    kill) "_baton_${kind}_kill" "$dir" ;;
+    start | restart)
+      if [[ $action == restart ]]; then
+        "_baton_${kind}_stop" "$dir" || return 1
+      fi
+      pid=$(_baton_read_pid "$dir/server.pid") || true
+      if [[ -n "$pid" ]] && _baton_alive "$pid"; then
+        _baton_wait_ready "$kind" "$dir" "$timeout" >/dev/null
+        return
+      fi
+      "_baton_${kind}_launch" "$dir" || return 1
+      _baton_wait_ready "$kind" "$dir" "$timeout" || {
+        _baton_msg "$server did not come back"
+        return 1
+      }
+      ;;
+    status)
+      pid=$(_baton_read_pid "$dir/server.pid") || true
+      [[ -n "$pid" ]] && _baton_alive "$pid" && "_baton_${kind}_ready" "$dir" 2>/dev/null
+      ;;
+    *)
+      _baton_msg "unknown action '$action' (stop|start|restart|kill|status)"
+      return 2
+      ;;
+  esac
+}
