@@ -1,0 +1,126 @@
+#pragma once
+/// The scheduler's decisions as pure code: when a schedule fires next, whether a missed fire is
+/// caught up, whether a job may start under the current lease. No clocks, no I/O: every time is
+/// passed in, so the rules are tested with a fake clock.
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "baton/mutex/options.hpp"
+#include "baton/scheduler/trigger.hpp"
+
+namespace baton::detail {
+
+using sys_time = std::chrono::system_clock::time_point;
+using steady_time = std::chrono::steady_clock::time_point;
+
+/// What a leader records in the lease-guarded state before each run (and after it ends).
+struct recorded_fire {
+  sys_time last_fire{};              ///< planned time of the last fire (millisecond precision)
+  std::uint64_t fence = 0;           ///< fence of the ownership that fired it
+  std::optional<sys_time> last_end;  ///< when that run ended, if recorded
+
+  friend bool operator==(const recorded_fire&, const recorded_fire&) = default;
+};
+
+/// "v1 <last_fire_ms_utc> <fence>[ <last_end_ms_utc>]".
+std::string format_schedule_state(const recorded_fire& r);
+/// Parses format_schedule_state(); nullopt for an empty or malformed state.
+std::optional<recorded_fire> parse_schedule_state(std::string_view text);
+
+/// What to do now.
+struct plan_step {
+  bool fire = false;  ///< fire now, else wait
+  /// fire: the planned fire time; wait: when to decide again (nullopt: nothing planned, e.g.
+  /// a fixed_delay run still going or a cron expression with no more fire times).
+  std::optional<sys_time> at;
+  bool catch_up = false;        ///< fire: a run_once catch-up of fires missed before leadership
+  bool dropped_missed = false;  ///< wait: missed fires are dropped (skip policy)
+  std::optional<sys_time> first_missed;  ///< catch_up/dropped_missed: earliest missed fire
+};
+
+/// What a leader does at one wake-up (schedule_plan::decide).
+struct decision {
+  enum kind {
+    wait,          ///< nothing due: decide again at `wake` (nullopt: nothing planned)
+    start,         ///< record `slot` in the lease-guarded state, then start the job
+    skip_overlap,  ///< `slot` came due while the previous run is still going: skipped
+    defer,         ///< `slot` is due but the lease has too little left: retry shortly
+  };
+  kind what = wait;
+  sys_time slot{};                       ///< start / skip_overlap / defer: the planned fire time
+  std::optional<sys_time> wake;          ///< wait / skip_overlap: when to decide again
+  bool catch_up = false;                 ///< start: a run_once catch-up of missed fires
+  bool dropped = false;                  ///< missed fires were dropped (misfire policy skip)
+  std::optional<sys_time> missed_since;  ///< catch_up / dropped: the earliest missed fire
+};
+
+/// The cadence of one schedule on the current leader.
+///
+/// Slots (planned fire times): fixed_rate `every` continues last_fire + k * period; fixed_delay
+/// starts `period` after the end of the previous run (after the acquisition when that end was
+/// not recorded); cron takes the expression's next times after the last fire. Without any
+/// recorded fire the first slot is acquisition + initial_delay (`every`) or the next cron time.
+/// A slot that came due while this node led (or less than `on_time_window` before it became
+/// leader) fires; older ones are missed fires, handled by the misfire policy. A recorded fire
+/// in the future (clock skew between hosts) counts as a fire now, so the next one is a whole
+/// period away. Nothing fires before its slot: a leader that took over 5 minutes after an
+/// hourly fire waits 55 minutes.
+class schedule_plan {
+ public:
+  static constexpr std::chrono::milliseconds default_on_time_window{1000};
+
+  schedule_plan(trigger when, misfire_policy policy,
+                std::chrono::milliseconds on_time_window = default_on_time_window);
+
+  /// Became leader at `now`; `recorded` is what the state held (nullopt: nothing recorded).
+  void start(const std::optional<recorded_fire>& recorded, sys_time now);
+  /// What to do at `now`.
+  plan_step due(sys_time now) const;
+  /// The whole decision at a wake-up: due(), then the skip policy, the overlap rule (`running`:
+  /// a run is going or being recorded) and the lease rule (`lease_left`: local lease deadline
+  /// minus now; a job never starts with stop_grace or less left). Skips are applied to the plan;
+  /// a `start` is not (call fired() once the job really starts).
+  decision decide(sys_time now, bool running, std::chrono::nanoseconds lease_left,
+                  std::chrono::milliseconds stop_grace);
+  /// The fire at `slot` (from due()) was started.
+  void fired(sys_time slot);
+  /// The fire at `slot` was skipped because the previous run was still going.
+  void skipped(sys_time slot);
+  /// Drops the missed fires due at `now` (skip policy): next is the first slot after them.
+  void drop_missed(sys_time now);
+  /// The run started last ended at `end` (fixed_delay counts the period from here).
+  void run_ended(sys_time end);
+
+  /// The first slot not yet handled; nullopt when none is planned.
+  std::optional<sys_time> next_fire() const { return awaiting_end_ ? std::nullopt : candidate_; }
+  /// The last fire (recorded by an earlier leader or fired here).
+  std::optional<sys_time> last_fire() const { return last_fire_; }
+  const trigger& when() const noexcept { return when_; }
+
+ private:
+  std::optional<sys_time> after(sys_time slot) const;
+  sys_time latest_due(sys_time first, sys_time now) const;
+
+  trigger when_;
+  misfire_policy policy_;
+  std::chrono::milliseconds window_;
+  std::optional<sys_time> candidate_;
+  std::optional<sys_time> last_fire_;
+  sys_time leader_since_{};
+  bool awaiting_end_ = false;
+};
+
+/// True when a job may start at `now`: the local lease has more than `stop_grace` left.
+bool may_start(steady_time lease_deadline, steady_time now, std::chrono::milliseconds stop_grace);
+/// When a running job is asked to stop unless the lease was renewed by then.
+steady_time stop_point(steady_time lease_deadline, std::chrono::milliseconds stop_grace);
+/// The largest useful stop_grace is below this: the lease left just before a regular renewal
+/// (transition - drift margin); a larger one would stop jobs before every renewal.
+std::chrono::milliseconds stop_grace_limit(const contend_options& lease);
+/// stop_grace when none is configured: min(3s, stop_grace_limit / 2).
+std::chrono::milliseconds default_stop_grace(const contend_options& lease);
+
+}  // namespace baton::detail

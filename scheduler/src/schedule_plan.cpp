@@ -1,0 +1,235 @@
+#include "baton/scheduler/detail/schedule_plan.hpp"
+
+#include <algorithm>
+#include <array>
+#include <charconv>
+#include <vector>
+
+namespace baton::detail {
+namespace {
+
+using std::chrono::milliseconds;
+
+std::int64_t to_ms(sys_time t) {
+  return std::chrono::duration_cast<milliseconds>(t.time_since_epoch()).count();
+}
+
+sys_time from_ms(std::int64_t ms) { return sys_time{milliseconds{ms}}; }
+
+sys_time floor_ms(sys_time t) {
+  return sys_time{std::chrono::floor<milliseconds>(t.time_since_epoch())};
+}
+
+template <class Int>
+bool parse_int(std::string_view text, Int& out) {
+  if (text.empty()) return false;
+  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), out);
+  return ec == std::errc{} && ptr == text.data() + text.size();
+}
+
+std::vector<std::string_view> split(std::string_view text) {
+  std::vector<std::string_view> parts;
+  while (!text.empty()) {
+    auto space = text.find(' ');
+    if (space == 0) {
+      text.remove_prefix(1);
+      continue;
+    }
+    parts.push_back(text.substr(0, space));
+    if (space == std::string_view::npos) break;
+    text.remove_prefix(space + 1);
+  }
+  return parts;
+}
+
+}  // namespace
+
+std::string format_schedule_state(const recorded_fire& r) {
+  std::string s = "v1 " + std::to_string(to_ms(r.last_fire)) + " " + std::to_string(r.fence);
+  if (r.last_end) s += " " + std::to_string(to_ms(*r.last_end));
+  return s;
+}
+
+std::optional<recorded_fire> parse_schedule_state(std::string_view text) {
+  auto parts = split(text);
+  if (parts.size() < 3 || parts.size() > 4 || parts[0] != "v1") return std::nullopt;
+  std::int64_t fire = 0;
+  recorded_fire r;
+  if (!parse_int(parts[1], fire) || !parse_int(parts[2], r.fence)) return std::nullopt;
+  r.last_fire = from_ms(fire);
+  if (parts.size() == 4) {
+    std::int64_t end = 0;
+    if (!parse_int(parts[3], end)) return std::nullopt;
+    r.last_end = from_ms(end);
+  }
+  return r;
+}
+
+schedule_plan::schedule_plan(trigger when, misfire_policy policy, milliseconds on_time_window)
+    : when_(std::move(when)), policy_(policy), window_(on_time_window) {}
+
+void schedule_plan::start(const std::optional<recorded_fire>& recorded, sys_time now) {
+  leader_since_ = now;
+  awaiting_end_ = false;
+  candidate_.reset();
+  last_fire_.reset();
+  if (const auto* every = std::get_if<every_trigger>(&when_)) {
+    if (!recorded) {
+      candidate_ = floor_ms(now) + every->initial_delay;
+      return;
+    }
+    last_fire_ = recorded->last_fire;
+    // A record from the future (another host's clock runs ahead) counts as a fire now.
+    const sys_time last = std::min(recorded->last_fire, now);
+    if (every->mode == every_mode::fixed_rate) {
+      candidate_ = last + every->period;
+    } else {
+      // The end of the last run; unknown (it was cut short by the handover) = the acquisition.
+      sys_time end = now;
+      if (recorded->last_end && *recorded->last_end >= recorded->last_fire)
+        end = std::min(*recorded->last_end, now);
+      candidate_ = end + every->period;
+    }
+    return;
+  }
+  const auto& cron = std::get<cron_trigger>(when_);
+  if (recorded) {
+    last_fire_ = recorded->last_fire;
+    candidate_ = cron.expression.next(std::min(recorded->last_fire, now));
+  } else {
+    candidate_ = cron.expression.next(now);
+  }
+}
+
+std::optional<sys_time> schedule_plan::after(sys_time slot) const {
+  if (const auto* every = std::get_if<every_trigger>(&when_)) return slot + every->period;
+  return std::get<cron_trigger>(when_).expression.next(slot);
+}
+
+sys_time schedule_plan::latest_due(sys_time first, sys_time now) const {
+  if (const auto* every = std::get_if<every_trigger>(&when_)) {
+    const auto period = std::chrono::duration_cast<sys_time::duration>(every->period);
+    return first + ((now - first) / period) * period;
+  }
+  const auto& expr = std::get<cron_trigger>(when_).expression;
+  // Find a due slot close to `now` first, so that a long outage of a frequent cron schedule
+  // does not walk through every missed second.
+  sys_time latest = first;
+  using namespace std::chrono_literals;
+  static constexpr std::array<std::chrono::seconds, 7> windows{
+      1s, 60s, 3600s, 86400s, 7 * 86400s, 32 * 86400s, 367 * 86400s};
+  for (auto w : windows) {
+    const sys_time from = now - w;
+    if (from <= first) break;
+    if (auto n = expr.next(from - std::chrono::nanoseconds{1}); n && *n <= now) {
+      latest = *n;
+      break;
+    }
+  }
+  while (auto n = expr.next(latest)) {
+    if (*n > now) break;
+    latest = *n;
+  }
+  return latest;
+}
+
+plan_step schedule_plan::due(sys_time now) const {
+  plan_step step;
+  if (awaiting_end_ || !candidate_) return step;
+  const sys_time first = *candidate_;
+  if (first > now) {
+    step.at = first;
+    return step;
+  }
+  const sys_time latest = latest_due(first, now);
+  // Due while we lead (or just before): a regular fire, however late the timer woke.
+  if (latest >= leader_since_ - window_) {
+    step.fire = true;
+    step.at = latest;
+    return step;
+  }
+  step.first_missed = first;
+  if (policy_ == misfire_policy::run_once) {
+    step.fire = true;
+    step.at = latest;
+    step.catch_up = true;
+    return step;
+  }
+  step.dropped_missed = true;
+  step.at = after(latest);
+  return step;
+}
+
+decision schedule_plan::decide(sys_time now, bool running, std::chrono::nanoseconds lease_left,
+                               milliseconds stop_grace) {
+  decision d;
+  auto step = due(now);
+  if (step.dropped_missed) {
+    d.dropped = true;
+    d.missed_since = step.first_missed;
+    drop_missed(now);
+    step = due(now);
+  }
+  if (!step.fire) {
+    d.wake = step.at;
+    return d;
+  }
+  d.slot = *step.at;
+  if (running) {
+    skipped(d.slot);
+    d.what = decision::skip_overlap;
+    d.wake = next_fire();
+    return d;
+  }
+  if (lease_left <= stop_grace) {
+    d.what = decision::defer;
+    return d;
+  }
+  d.what = decision::start;
+  d.catch_up = step.catch_up;
+  if (step.catch_up) d.missed_since = step.first_missed;
+  return d;
+}
+
+void schedule_plan::fired(sys_time slot) {
+  last_fire_ = slot;
+  const auto* every = std::get_if<every_trigger>(&when_);
+  if (every && every->mode == every_mode::fixed_delay) {
+    awaiting_end_ = true;
+    candidate_.reset();
+    return;
+  }
+  candidate_ = after(slot);
+}
+
+void schedule_plan::skipped(sys_time slot) { candidate_ = after(slot); }
+
+void schedule_plan::drop_missed(sys_time now) {
+  if (awaiting_end_ || !candidate_ || *candidate_ > now) return;
+  candidate_ = after(latest_due(*candidate_, now));
+}
+
+void schedule_plan::run_ended(sys_time end) {
+  const auto* every = std::get_if<every_trigger>(&when_);
+  if (!awaiting_end_ || !every) return;
+  awaiting_end_ = false;
+  candidate_ = end + every->period;
+}
+
+bool may_start(steady_time lease_deadline, steady_time now, milliseconds stop_grace) {
+  return lease_deadline - now > stop_grace;
+}
+
+steady_time stop_point(steady_time lease_deadline, milliseconds stop_grace) {
+  return lease_deadline - stop_grace;
+}
+
+milliseconds stop_grace_limit(const contend_options& lease) {
+  return lease.transition - lease.effective_drift_margin();
+}
+
+milliseconds default_stop_grace(const contend_options& lease) {
+  return std::max(milliseconds{0}, std::min(milliseconds{3000}, stop_grace_limit(lease) / 2));
+}
+
+}  // namespace baton::detail
