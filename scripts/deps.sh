@@ -23,7 +23,7 @@ BATON_BUILD_PACKAGES=(
 # /usr/lib/postgresql/15/bin, `mariadb-server` the mysql user and the mariadb client.
 BATON_TEST_PACKAGES=(
   redis-server zookeeper mariadb-server postgresql
-  python3-croniter python3-kazoo python3-redis procps iproute2
+  python3-croniter python3-kazoo python3-redis procps iproute2 sqlite3
 )
 
 # Prints the packages among "$@" that are not installed, one per line.

@@ -1,0 +1,119 @@
+#pragma once
+/// The daemon's JSON configuration as typed options. Every error names the file and the JSON
+/// path ("baton.json: /schedules/1/every: invalid duration \"5x\" (use 250ms, 10s, 5m, 2h, 1d)"),
+/// and all errors of a file are reported together.
+#include <chrono>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "baton/mutex/backend.hpp"
+#include "baton/mutex/options.hpp"
+#include "baton/scheduler/scheduler.hpp"
+#include "baton/scheduler/trigger.hpp"
+
+namespace baton::config {
+
+/// Everything wrong with one config file: one "FILE: /json/path: message" line per problem.
+/// what() joins them with newlines.
+class config_error : public std::invalid_argument {
+ public:
+  explicit config_error(std::vector<std::string> errors);
+  /// The messages, in file order.
+  const std::vector<std::string>& errors() const noexcept { return errors_; }
+
+ private:
+  std::vector<std::string> errors_;
+};
+
+/// A `lease` object: the lease options it sets; unset fields keep the value underneath (the
+/// global `lease` over the backend's defaults, a schedule's `lease` over the global one).
+struct lease_config {
+  std::optional<std::chrono::milliseconds> ttl;
+  std::optional<std::chrono::milliseconds> transition;
+  std::optional<std::chrono::milliseconds> retry_period;
+  std::optional<std::chrono::milliseconds> poll_interval;
+  std::optional<std::chrono::milliseconds> drift_margin;
+  std::optional<std::chrono::milliseconds> max_backoff;
+  /// Jobs are asked to stop this long before the local lease ends (scheduler stop_grace).
+  std::optional<std::chrono::milliseconds> stop_grace;
+
+  /// `base` with the fields set here replaced (stop_grace is not part of contend_options).
+  contend_options apply(contend_options base) const;
+  /// These settings with the ones set in `over` replacing them.
+  lease_config overlaid(const lease_config& over) const;
+};
+
+/// One entry of `schedules`.
+struct schedule_config {
+  std::string name;  ///< also the mutex name
+  trigger when;      ///< `every` (+ mode, initial_delay) or `cron` (+ time_zone)
+  /// Program and arguments. A relative program path with a '/' is resolved against the config
+  /// file's directory; a bare name ("date") is looked up in PATH when the job runs.
+  std::vector<std::string> command;
+  std::map<std::string, std::string> env;               ///< extra environment of the command
+  std::chrono::milliseconds timeout{0};                 ///< 0 = no timeout
+  std::optional<std::chrono::milliseconds> kill_grace;  ///< overrides the top-level kill_grace
+  misfire_policy misfire = misfire_policy::run_once;
+  lease_config lease;  ///< this schedule's `lease` object only (see daemon_config::lease_for)
+  std::string path;    ///< JSON path of the entry, "/schedules/3", for messages
+};
+
+/// A whole config file.
+struct daemon_config {
+  std::string source;              ///< the file name as given (prefix of messages)
+  std::filesystem::path base_dir;  ///< the config file's directory (relative paths resolve here)
+  /// `backend`: type and parameters as strings (a relative sqlite `path` already resolved).
+  backend_config backend;
+  lease_config lease;  ///< the top-level `lease`
+  /// Between SIGTERM and SIGKILL for a command asked to stop; unset: the schedule's stop_grace,
+  /// so that a command ignoring SIGTERM is gone before the lease ends.
+  std::optional<std::chrono::milliseconds> kill_grace;
+  std::string log_level = "info";  ///< trace, debug, info, warn or error
+  std::vector<schedule_config> schedules;
+
+  /// The lease of `s`: `backend_defaults` overlaid with `lease` and then `s.lease`.
+  contend_options lease_for(const schedule_config& s,
+                            const contend_options& backend_defaults) const;
+  /// The stop_grace of `s`: configured, else the scheduler's default for its lease.
+  std::chrono::milliseconds stop_grace_for(const schedule_config& s,
+                                           const contend_options& backend_defaults) const;
+  /// The kill_grace of `s`: its own, else the top-level one, else stop_grace_for().
+  std::chrono::milliseconds kill_grace_for(const schedule_config& s,
+                                           const contend_options& backend_defaults) const;
+};
+
+/// Looks up an environment variable for `${NAME}`; nullopt when unset.
+using env_lookup = std::function<std::optional<std::string>(const std::string& name)>;
+
+/// The process environment (getenv).
+std::optional<std::string> process_env(const std::string& name);
+
+/// Parses config text. `source` prefixes every message (normally the file name), `base_dir`
+/// resolves relative paths, `env` serves `${NAME}` (null: the process environment). Throws
+/// config_error with every problem found.
+daemon_config parse_config(std::string_view text, const std::string& source,
+                           const std::filesystem::path& base_dir, const env_lookup& env = {});
+
+/// Reads and parses `file`; relative paths in it resolve against its directory. Throws
+/// config_error (also when the file cannot be read).
+daemon_config load_config(const std::filesystem::path& file, const env_lookup& env = {});
+
+/// The scheduler-wide options: the global lease over `backend_defaults`, `contender_id` as given.
+scheduler_options make_scheduler_options(const daemon_config& config,
+                                         const contend_options& backend_defaults,
+                                         std::string contender_id = {});
+
+/// The scheduler options of `s`, with a command job (make_command_job) running its command.
+schedule_options make_schedule_options(const daemon_config& config, const schedule_config& s,
+                                       const contend_options& backend_defaults);
+
+/// Describes a trigger for people: "every 5s (fixed_rate)", "cron \"0 3 * * *\" in Europe/Berlin".
+std::string describe(const trigger& when);
+
+}  // namespace baton::config

@@ -1,0 +1,625 @@
+// The config file format: backend, lease, kill_grace, log_level, schedules.
+#include "baton/config/config.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <utility>
+
+#include "baton/backends/factory.hpp"
+#include "baton/config/duration.hpp"
+#include "baton/mutex/names.hpp"
+#include "baton/scheduler/cron.hpp"
+#include "baton/scheduler/detail/schedule_plan.hpp"
+#include "json_reader.hpp"
+
+namespace baton::config {
+
+using detail::child;
+using detail::json;
+using detail::reader;
+using std::chrono::milliseconds;
+
+namespace {
+
+std::string in_quotes(std::string_view s) { return json(std::string(s)).dump(); }
+std::string show(milliseconds d) { return format_duration(d); }
+
+// ---------------------------------------------------------------------------------------------
+// backend
+
+enum class param_kind { text, duration, boolean, count };
+
+struct param_spec {
+  std::string_view key;
+  param_kind kind;
+  bool required = false;
+};
+
+// The parameters each backend type accepts (see the backends' make_backend documentation).
+const std::map<std::string, std::vector<param_spec>, std::less<>>& backend_params() {
+  static const std::map<std::string, std::vector<param_spec>, std::less<>> params = [] {
+    const std::vector<param_spec> sql_common{{"table", param_kind::text},
+                                             {"create_table", param_kind::boolean},
+                                             {"pool_size", param_kind::count},
+                                             {"poll_interval", param_kind::duration},
+                                             {"statement_timeout", param_kind::duration}};
+    auto sql = [&](std::string_view main_key) {
+      std::vector<param_spec> v{{main_key, param_kind::text, true}};
+      v.insert(v.end(), sql_common.begin(), sql_common.end());
+      return v;
+    };
+    std::map<std::string, std::vector<param_spec>, std::less<>> m;
+    m["memory"] = {};
+    m["sqlite"] = sql("path");
+    m["postgresql"] = sql("connection");
+    m["mysql"] = sql("connection");
+    m["redis"] = {
+        {"url", param_kind::text, true},           {"key_prefix", param_kind::text},
+        {"poll_interval", param_kind::duration},   {"connect_timeout", param_kind::duration},
+        {"command_timeout", param_kind::duration}, {"handoff_window", param_kind::duration}};
+    m["zookeeper"] = {{"hosts", param_kind::text, true},
+                      {"session_timeout", param_kind::duration},
+                      {"username", param_kind::text},
+                      {"password", param_kind::text},
+                      {"root", param_kind::text}};
+    return m;
+  }();
+  return params;
+}
+
+std::string join(const std::vector<std::string>& items) {
+  std::string out;
+  for (const auto& i : items) out += (out.empty() ? "" : ", ") + i;
+  return out;
+}
+
+// A relative path resolved against the config file's directory.
+std::string resolve(const std::filesystem::path& base_dir, const std::string& path) {
+  std::filesystem::path p(path);
+  if (p.is_absolute() || base_dir.empty()) return path;
+  return (base_dir / p).lexically_normal().string();
+}
+
+backend_config read_backend(reader& r, const json& root, const std::filesystem::path& base_dir) {
+  backend_config config;
+  const std::string path = "/backend";
+  auto it = root.find("backend");
+  if (it == root.end()) {
+    r.error(path,
+            "missing: say where the mutexes live, e.g. \"backend\": {\"type\": \"sqlite\", "
+            "\"path\": \"baton.db\"}");
+    return config;
+  }
+  if (!r.expect_object(*it, path)) return config;
+  const json& b = *it;
+  auto type_it = b.find("type");
+  if (type_it == b.end()) {
+    r.error(child(path, "type"), "missing (one of: " + join(available_backends()) + ")");
+    return config;
+  }
+  auto type = r.string(*type_it, child(path, "type"));
+  if (!type) return config;
+  const auto& all = backend_params();
+  auto spec = all.find(*type);
+  if (spec == all.end()) {
+    r.error(child(path, "type"), "unknown backend type " + in_quotes(*type) +
+                                     " (one of: " + join(available_backends()) + ")");
+    return config;
+  }
+  auto available = available_backends();
+  if (std::find(available.begin(), available.end(), *type) == available.end())
+    r.error(child(path, "type"),
+            "backend type " + in_quotes(*type) +
+                " is not available in this build (built with: " + join(available) + ")");
+  config.type = *type;
+
+  std::vector<std::string_view> allowed{"type"};
+  for (const auto& p : spec->second) allowed.push_back(p.key);
+  r.allowed_keys(b, path, allowed);
+
+  for (const auto& p : spec->second) {
+    const std::string key(p.key);
+    const std::string at = child(path, key);
+    auto v = b.find(key);
+    if (v == b.end()) {
+      if (p.required) r.error(at, "missing: a " + *type + " backend needs " + in_quotes(key));
+      continue;
+    }
+    std::optional<std::string> value;
+    switch (p.kind) {
+      case param_kind::text:
+        value = r.string(*v, at);
+        if (value && value->empty()) {
+          r.error(at, "must not be empty");
+          value.reset();
+        }
+        break;
+      case param_kind::duration:
+        if (auto d = r.duration(*v, at)) {
+          if (*d <= milliseconds::zero())
+            r.error(at, "must be greater than 0s");
+          else
+            value = show(*d);
+        }
+        break;
+      case param_kind::boolean:
+        if (v->is_boolean())
+          value = v->get<bool>() ? "true" : "false";
+        else
+          r.error(at, "expected true or false, found " + detail::describe_type(*v));
+        break;
+      case param_kind::count:
+        if (v->is_number_unsigned() && v->get<std::uint64_t>() > 0)
+          value = std::to_string(v->get<std::uint64_t>());
+        else
+          r.error(at, "expected a positive whole number, found " + v->dump());
+        break;
+    }
+    if (!value) continue;
+    if (*type == "sqlite" && key == "path" && *value != ":memory:" && value->rfind("file:", 0) != 0)
+      *value = resolve(base_dir, *value);
+    config.params[key] = *value;
+  }
+  return config;
+}
+
+// ---------------------------------------------------------------------------------------------
+// lease
+
+const std::initializer_list<std::string_view> lease_keys{
+    "ttl",          "transition",  "retry_period", "poll_interval",
+    "drift_margin", "max_backoff", "stop_grace"};
+
+lease_config read_lease(reader& r, const json& value, const std::string& path) {
+  lease_config lease;
+  if (!r.expect_object(value, path)) return lease;
+  r.allowed_keys(value, path, lease_keys);
+  auto field = [&](const char* key, std::optional<milliseconds>& out) {
+    if (auto it = value.find(key); it != value.end()) out = r.duration(*it, child(path, key));
+  };
+  field("ttl", lease.ttl);
+  field("transition", lease.transition);
+  field("retry_period", lease.retry_period);
+  field("poll_interval", lease.poll_interval);
+  field("drift_margin", lease.drift_margin);
+  field("max_backoff", lease.max_backoff);
+  field("stop_grace", lease.stop_grace);
+  return lease;
+}
+
+// Cross-field rules of a lease. `path` is the lease object these settings were checked for;
+// `own` says which fields it sets (an error about a field set there names the field's path).
+void check_lease(reader& r, const std::string& path, const lease_config& own,
+                 const contend_options& o, std::optional<milliseconds> stop_grace) {
+  auto at = [&](const char* key, const std::optional<milliseconds>& set) {
+    return set ? child(path, key) : path;
+  };
+  bool bad = false;
+  auto fail = [&](const std::string& where, const std::string& message) {
+    r.error(where, message);
+    bad = true;
+  };
+  if (o.ttl <= milliseconds::zero())
+    fail(at("ttl", own.ttl), "ttl must be greater than 0s (e.g. \"10s\")");
+  if (o.retry_period <= milliseconds::zero())
+    fail(at("retry_period", own.retry_period), "retry_period must be greater than 0s");
+  else if (o.ttl > milliseconds::zero() && o.retry_period >= o.ttl)
+    fail(own.retry_period || !own.ttl ? at("retry_period", own.retry_period) : child(path, "ttl"),
+         "retry_period (" + show(o.retry_period) + ") must be less than ttl (" + show(o.ttl) +
+             "), so that a failed renewal is retried before the lease runs out: lower "
+             "retry_period or raise ttl");
+  if (o.poll_interval <= milliseconds::zero())
+    fail(at("poll_interval", own.poll_interval), "poll_interval must be greater than 0s");
+  if (!bad && o.max_backoff < o.retry_period)
+    fail(at("max_backoff", own.max_backoff), "max_backoff (" + show(o.max_backoff) +
+                                                 ") must be at least retry_period (" +
+                                                 show(o.retry_period) + "): raise max_backoff");
+  if (bad || o.ttl <= milliseconds::zero()) return;
+  const auto drift = o.effective_drift_margin();
+  if (drift >= o.lease()) {
+    fail(at("drift_margin", own.drift_margin), "drift_margin (" + show(drift) +
+                                                   ") must be less than ttl + transition (" +
+                                                   show(o.lease()) + ")");
+    return;
+  }
+  const auto limit = baton::detail::stop_grace_limit(o);
+  if (limit <= milliseconds::zero()) {
+    fail(at("transition", own.transition),
+         "transition (" + show(o.transition) + ") must be greater than the drift margin (" +
+             show(drift) +
+             "), so that jobs can be stopped before the lease ends: raise transition (e.g. to "
+             "half of ttl)");
+    return;
+  }
+  if (stop_grace && *stop_grace >= limit) {
+    fail(at("stop_grace", own.stop_grace),
+         "stop_grace (" + show(*stop_grace) + ") must be less than transition - drift margin (" +
+             show(o.transition) + " - " + show(drift) + " = " + show(limit) +
+             "), else jobs would be stopped before every renewal: lower stop_grace or raise "
+             "transition");
+    return;
+  }
+  try {
+    baton::validate(o);
+  } catch (const std::invalid_argument& e) {
+    fail(path, e.what());
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// schedules
+
+const std::initializer_list<std::string_view> schedule_keys{
+    "name",    "every", "cron",    "mode",       "initial_delay", "time_zone",
+    "command", "env",   "timeout", "kill_grace", "misfire",       "lease"};
+
+// Variables the command job sets itself.
+const std::initializer_list<std::string_view> reserved_env{"BATON_SCHEDULE", "BATON_MUTEX",
+                                                           "BATON_FENCING_TOKEN",
+                                                           "BATON_CONTENDER_ID", "BATON_FIRE_TIME"};
+
+std::optional<trigger> read_trigger(reader& r, const json& s, const std::string& path) {
+  const auto every_it = s.find("every");
+  const auto cron_it = s.find("cron");
+  const bool every = every_it != s.end();
+  const bool cron = cron_it != s.end();
+  std::optional<trigger> result;
+  if (every && cron) {
+    r.error(path,
+            "both \"every\" and \"cron\" are set: a schedule has exactly one trigger, "
+            "remove one");
+    return std::nullopt;
+  }
+  if (!every && !cron) {
+    r.error(path, "missing trigger: set \"every\" (e.g. \"5m\") or \"cron\" (e.g. \"0 3 * * *\")");
+    return std::nullopt;
+  }
+  const char* only_every[] = {"mode", "initial_delay"};
+  const char* only_cron[] = {"time_zone"};
+  if (every) {
+    for (const char* key : only_cron)
+      if (s.contains(key))
+        r.error(child(path, key), in_quotes(key) +
+                                      " applies only to \"cron\" schedules (an \"every\" schedule "
+                                      "has no wall-clock times): remove it");
+    every_trigger t;
+    auto period = r.duration(*every_it, child(path, "every"));
+    if (period && *period <= milliseconds::zero()) {
+      r.error(child(path, "every"), "must be greater than 0s");
+      period.reset();
+    }
+    if (auto it = s.find("mode"); it != s.end()) {
+      auto mode = r.choice(*it, child(path, "mode"), {"fixed_rate", "fixed_delay"});
+      if (!mode) return std::nullopt;
+      t.mode = *mode == "fixed_delay" ? every_mode::fixed_delay : every_mode::fixed_rate;
+    }
+    if (auto it = s.find("initial_delay"); it != s.end()) {
+      auto delay = r.duration(*it, child(path, "initial_delay"));
+      if (!delay) return std::nullopt;
+      t.initial_delay = *delay;
+    }
+    if (!period) return std::nullopt;
+    t.period = *period;
+    return trigger{t};
+  }
+  for (const char* key : only_every)
+    if (s.contains(key))
+      r.error(child(path, key), in_quotes(key) + " applies only to \"every\" schedules: remove it");
+  std::string zone = "UTC";
+  bool zone_ok = true;
+  if (auto it = s.find("time_zone"); it != s.end()) {
+    auto z = r.string(*it, child(path, "time_zone"));
+    zone_ok = false;
+    if (z) {
+      try {
+        (void)cron_expression::parse("* * * * *", *z);
+        zone = *z;
+        zone_ok = true;
+      } catch (const cron_error& e) {
+        r.error(child(path, "time_zone"),
+                std::string(e.what()) + " (use an IANA name such as \"Europe/Berlin\" or \"UTC\")");
+      }
+    }
+  }
+  auto expr = r.string(*cron_it, child(path, "cron"));
+  if (!expr) return std::nullopt;
+  try {
+    auto parsed = cron_expression::parse(*expr, zone_ok ? zone : "UTC");
+    if (!zone_ok) return std::nullopt;
+    return trigger{cron_trigger{parsed}};
+  } catch (const cron_error& e) {
+    r.error(child(path, "cron"), std::string(e.what()));
+  }
+  return std::nullopt;
+}
+
+std::vector<std::string> read_command(reader& r, const json& s, const std::string& path,
+                                      const std::filesystem::path& base_dir) {
+  const std::string at = child(path, "command");
+  auto it = s.find("command");
+  if (it == s.end()) {
+    r.error(at,
+            "missing: the program and its arguments, e.g. [\"/usr/local/bin/report.sh\", "
+            "\"--full\"]");
+    return {};
+  }
+  if (!it->is_array()) {
+    r.error(at, "expected an array of strings (program and arguments, no shell), found " +
+                    detail::describe_type(*it));
+    return {};
+  }
+  if (it->empty()) {
+    r.error(at, "is empty: give at least the program to run");
+    return {};
+  }
+  std::vector<std::string> argv;
+  bool ok = true;
+  for (std::size_t i = 0; i < it->size(); ++i) {
+    auto arg = r.string((*it)[i], child(at, i));
+    if (!arg) {
+      ok = false;
+      continue;
+    }
+    argv.push_back(*arg);
+  }
+  if (!ok) return {};
+  if (argv[0].empty()) {
+    r.error(child(at, std::size_t{0}), "the program must not be empty");
+    return {};
+  }
+  if (argv[0].find('/') != std::string::npos) argv[0] = resolve(base_dir, argv[0]);
+  return argv;
+}
+
+std::map<std::string, std::string> read_env(reader& r, const json& value, const std::string& path) {
+  std::map<std::string, std::string> env;
+  if (!r.expect_object(value, path)) return env;
+  for (const auto& [key, v] : value.items()) {
+    const std::string at = child(path, key);
+    if (key.empty() || key.find('=') != std::string::npos || key.find('\0') != std::string::npos) {
+      r.error(at, "invalid environment variable name " + in_quotes(key));
+      continue;
+    }
+    if (std::find(reserved_env.begin(), reserved_env.end(), key) != reserved_env.end()) {
+      r.error(at, in_quotes(key) + " is set by baton for every run and cannot be configured");
+      continue;
+    }
+    if (!v.is_string()) {
+      r.error(at, "expected a string, found " + detail::describe_type(v) +
+                      (v.is_number() ? " (quote it: \"" + v.dump() + "\")" : ""));
+      continue;
+    }
+    if (auto s = r.string(v, at)) env[key] = *s;
+  }
+  return env;
+}
+
+// Reads one schedule; `lease_ok` tells whether its `lease` object (if any) was well-formed.
+std::optional<schedule_config> read_schedule(reader& r, const json& s, const std::string& path,
+                                             const std::filesystem::path& base_dir,
+                                             bool& lease_ok) {
+  lease_ok = true;
+  if (!r.expect_object(s, path)) return std::nullopt;
+  r.allowed_keys(s, path, schedule_keys);
+  schedule_config out;
+  out.path = path;
+  bool ok = true;
+  if (auto it = s.find("name"); it == s.end()) {
+    r.error(child(path, "name"), "missing: every schedule needs a name (its mutex name)");
+    ok = false;
+  } else if (auto name = r.string(*it, child(path, "name"))) {
+    if (auto why = mutex_name_error(*name); !why.empty()) {
+      r.error(child(path, "name"), "invalid schedule name " + in_quotes(*name) + ": " + why);
+      ok = false;
+    }
+    out.name = *name;
+  } else {
+    ok = false;
+  }
+  auto when = read_trigger(r, s, path);
+  if (when)
+    out.when = *when;
+  else
+    ok = false;
+  out.command = read_command(r, s, path, base_dir);
+  if (out.command.empty()) ok = false;
+  if (auto it = s.find("env"); it != s.end()) out.env = read_env(r, *it, child(path, "env"));
+  if (auto it = s.find("timeout"); it != s.end()) {
+    if (auto t = r.duration(*it, child(path, "timeout"))) {
+      if (*t <= milliseconds::zero())
+        r.error(child(path, "timeout"), "must be greater than 0s (omit it for no timeout)");
+      else
+        out.timeout = *t;
+    }
+  }
+  if (auto it = s.find("kill_grace"); it != s.end())
+    out.kill_grace = r.duration(*it, child(path, "kill_grace"));
+  if (auto it = s.find("misfire"); it != s.end()) {
+    if (auto m = r.choice(*it, child(path, "misfire"), {"run_once", "skip"}))
+      out.misfire = *m == "skip" ? misfire_policy::skip : misfire_policy::run_once;
+  }
+  if (auto it = s.find("lease"); it != s.end()) {
+    const auto before = r.error_count();
+    out.lease = read_lease(r, *it, child(path, "lease"));
+    lease_ok = r.error_count() == before;
+  }
+  if (!ok) return std::nullopt;
+  return out;
+}
+
+bool lease_set(const lease_config& l) {
+  return l.ttl || l.transition || l.retry_period || l.poll_interval || l.drift_margin ||
+         l.max_backoff || l.stop_grace;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+
+config_error::config_error(std::vector<std::string> errors)
+    : std::invalid_argument([&] {
+        std::string all;
+        for (const auto& e : errors) all += (all.empty() ? "" : "\n") + e;
+        return all;
+      }()),
+      errors_(std::move(errors)) {}
+
+contend_options lease_config::apply(contend_options base) const {
+  if (ttl) base.ttl = *ttl;
+  if (transition) base.transition = *transition;
+  if (retry_period) base.retry_period = *retry_period;
+  if (poll_interval) base.poll_interval = *poll_interval;
+  if (drift_margin) base.drift_margin = *drift_margin;
+  if (max_backoff) base.max_backoff = *max_backoff;
+  return base;
+}
+
+lease_config lease_config::overlaid(const lease_config& over) const {
+  lease_config out = *this;
+  auto pick = [](auto& mine, const auto& theirs) {
+    if (theirs) mine = theirs;
+  };
+  pick(out.ttl, over.ttl);
+  pick(out.transition, over.transition);
+  pick(out.retry_period, over.retry_period);
+  pick(out.poll_interval, over.poll_interval);
+  pick(out.drift_margin, over.drift_margin);
+  pick(out.max_backoff, over.max_backoff);
+  pick(out.stop_grace, over.stop_grace);
+  return out;
+}
+
+contend_options daemon_config::lease_for(const schedule_config& s,
+                                         const contend_options& backend_defaults) const {
+  return lease.overlaid(s.lease).apply(backend_defaults);
+}
+
+milliseconds daemon_config::stop_grace_for(const schedule_config& s,
+                                           const contend_options& backend_defaults) const {
+  if (auto configured = lease.overlaid(s.lease).stop_grace) return *configured;
+  return baton::detail::default_stop_grace(lease_for(s, backend_defaults));
+}
+
+milliseconds daemon_config::kill_grace_for(const schedule_config& s,
+                                           const contend_options& backend_defaults) const {
+  if (s.kill_grace) return *s.kill_grace;
+  if (kill_grace) return *kill_grace;
+  return stop_grace_for(s, backend_defaults);
+}
+
+std::optional<std::string> process_env(const std::string& name) {
+  const char* value = std::getenv(name.c_str());
+  if (value == nullptr) return std::nullopt;
+  return std::string(value);
+}
+
+daemon_config parse_config(std::string_view text, const std::string& source,
+                           const std::filesystem::path& base_dir, const env_lookup& env) {
+  reader r(source, env ? env : env_lookup(process_env));
+  json root = r.parse(text);
+  daemon_config config;
+  config.source = source;
+  config.base_dir = base_dir;
+  if (!root.is_object()) {
+    r.error("", "expected a JSON object with \"backend\" and \"schedules\", found " +
+                    detail::describe_type(root));
+    r.throw_if_failed();
+  }
+  r.allowed_keys(root, "", {"backend", "lease", "kill_grace", "log_level", "schedules"});
+  config.backend = read_backend(r, root, base_dir);
+  const auto errors_before_lease = r.error_count();
+  if (auto it = root.find("lease"); it != root.end()) config.lease = read_lease(r, *it, "/lease");
+  if (auto it = root.find("kill_grace"); it != root.end())
+    config.kill_grace = r.duration(*it, "/kill_grace");
+  // Cross-field rules run only on well-formed values (a bad one would be replaced by a default).
+  const bool lease_ok = r.error_count() == errors_before_lease;
+  if (auto it = root.find("log_level"); it != root.end()) {
+    if (auto level = r.choice(*it, "/log_level", {"trace", "debug", "info", "warn", "error"}))
+      config.log_level = *level;
+  }
+
+  const contend_options defaults{};
+  std::map<std::string, std::string> names;  // name -> path of its first schedule
+  std::set<std::string> lease_unchecked;     // schedules whose lease object had errors
+  if (auto it = root.find("schedules"); it == root.end()) {
+    r.error("/schedules",
+            "missing: add at least one schedule, e.g. [{\"name\": \"heartbeat\", "
+            "\"every\": \"5s\", \"command\": [\"/bin/true\"]}]");
+  } else if (!it->is_array()) {
+    r.error("/schedules", "expected an array of schedules, found " + detail::describe_type(*it));
+  } else if (it->empty()) {
+    r.error("/schedules", "is empty: add at least one schedule");
+  } else {
+    for (std::size_t i = 0; i < it->size(); ++i) {
+      const std::string path = child("/schedules", i);
+      bool schedule_lease_ok = true;
+      auto s = read_schedule(r, (*it)[i], path, base_dir, schedule_lease_ok);
+      if (!s) continue;
+      if (!schedule_lease_ok) lease_unchecked.insert(s->name);
+      if (auto [first, inserted] = names.emplace(s->name, path + "/name"); !inserted) {
+        r.error(path + "/name", "duplicate schedule name " + in_quotes(s->name) + " (also at " +
+                                    first->second + ")");
+        continue;
+      }
+      config.schedules.push_back(std::move(*s));
+    }
+  }
+
+  // Cross-field rules, once the single fields are known to be well-formed.
+  if (lease_ok)
+    check_lease(r, "/lease", config.lease, config.lease.apply(defaults), config.lease.stop_grace);
+  bool global_kill_grace_reported = false;
+  for (const auto& s : config.schedules) {
+    if (!lease_ok || lease_unchecked.count(s.name) != 0) continue;
+    const auto lease_path = s.path + "/lease";
+    const lease_config merged = config.lease.overlaid(s.lease);
+    if (lease_set(s.lease))
+      check_lease(r, lease_path, s.lease, merged.apply(defaults), merged.stop_grace);
+    const auto o = config.lease_for(s, defaults);
+    if (o.ttl <= milliseconds::zero() || baton::detail::stop_grace_limit(o) <= milliseconds::zero())
+      continue;  // reported above
+    const auto stop_grace = config.stop_grace_for(s, defaults);
+    const auto kill_grace = config.kill_grace_for(s, defaults);
+    if (kill_grace <= stop_grace) continue;
+    std::string where;
+    if (s.kill_grace)
+      where = s.path + "/kill_grace";
+    else if (s.lease.stop_grace)
+      where = lease_path + "/stop_grace";
+    else if (global_kill_grace_reported)
+      continue;
+    else
+      where = "/kill_grace", global_kill_grace_reported = true;
+    r.error(where, "kill_grace (" + show(kill_grace) +
+                       ") must not exceed the lease's stop_grace (" + show(stop_grace) +
+                       (merged.stop_grace ? "" : ", the default for this lease") +
+                       "): a command that ignores SIGTERM must be killed before its lease ends "
+                       "and another node may start it. Lower kill_grace, or raise "
+                       "lease.stop_grace (it must stay below transition - drift margin = " +
+                       show(baton::detail::stop_grace_limit(o)) + ")");
+  }
+  r.throw_if_failed();
+  return config;
+}
+
+daemon_config load_config(const std::filesystem::path& file, const env_lookup& env) {
+  const std::string source = file.string();
+  std::ifstream in(file, std::ios::binary);
+  std::error_code ec;
+  if (std::filesystem::is_directory(file, ec))
+    throw config_error({source + ": is a directory, not a config file"});
+  if (!in) {
+    const int err = errno;
+    throw config_error({source + ": cannot read: " + std::generic_category().message(err)});
+  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  auto dir = std::filesystem::absolute(file, ec).parent_path();
+  return parse_config(text.str(), source, dir, env);
+}
+
+}  // namespace baton::config

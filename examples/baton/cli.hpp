@@ -1,0 +1,45 @@
+#pragma once
+// The `baton` command line: subcommand, options, usage text.
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace baton::daemon {
+
+/// Exit statuses of the `baton` executable.
+enum exit_status : int {
+  exit_ok = 0,       ///< normal end (run: stopped by SIGTERM/SIGINT after releasing)
+  exit_failure = 1,  ///< runtime failure (backend unreachable for status, setup failed)
+  exit_usage = 2,    ///< bad arguments or a bad config file
+};
+
+/// A bad command line; the message names the argument.
+class usage_error : public std::invalid_argument {
+ public:
+  using std::invalid_argument::invalid_argument;
+};
+
+/// The parsed command line.
+struct command_line {
+  std::string command;  ///< run, validate, status, calendar; empty with --help / --version
+  bool help = false;
+  bool version = false;
+  std::optional<std::string> log_level;  ///< --log-level, overrides the config's log_level
+  std::string config;                    ///< --config FILE (run, validate, status)
+  std::string expression;                ///< calendar EXPR
+  std::string time_zone = "UTC";         ///< calendar --time-zone
+  std::optional<std::string> from;       ///< calendar --from (RFC 3339)
+  unsigned count = 10;                   ///< calendar --count
+};
+
+/// Parses argv; throws usage_error.
+command_line parse_command_line(const std::vector<std::string>& args);
+
+/// The --help text.
+std::string usage();
+
+/// The project version ("0.1.0").
+const char* version();
+
+}  // namespace baton::daemon

@@ -1,0 +1,29 @@
+#pragma once
+// The subcommands of `baton`; each returns the process exit status.
+#include <string>
+#include <vector>
+
+#include "baton/config/config.hpp"
+#include "cli.hpp"
+
+namespace baton::daemon {
+
+/// baton run: contend and fire until SIGTERM/SIGINT.
+int run(const command_line& cl);
+/// baton validate: check the config, print the schedules and their next fire times.
+int validate(const command_line& cl);
+/// baton status: the owner record and last fire of every schedule, from the backend.
+int status(const command_line& cl);
+/// baton calendar: the next fire times of a cron expression.
+int calendar(const command_line& cl);
+
+/// Loads --config; on error prints every message to stderr and returns nullopt.
+std::optional<config::daemon_config> load_or_report(const command_line& cl);
+
+/// The program a command runs, as exec would find it (PATH for a bare name); empty if none.
+std::string find_program(const std::string& program);
+
+/// Backend parameters for display, secrets masked (password=..., URL passwords).
+std::string describe_backend(const backend_config& backend);
+
+}  // namespace baton::daemon

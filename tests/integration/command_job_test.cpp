@@ -1,0 +1,290 @@
+// Command jobs against real processes: environment, argv, output logging, timeouts, stop
+// requests, process groups and the parent-death signal.
+#include <gtest/gtest.h>
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <fstream>
+#include <future>
+#include <mutex>
+#include <sstream>
+#include <thread>
+
+#include <spdlog/sinks/base_sink.h>
+
+#include "baton/jobs/command_job.hpp"
+#include "baton/mutex/detail/log.hpp"
+#include "baton/scheduler/cron.hpp"
+#include "support/env.hpp"
+
+namespace baton {
+namespace {
+
+using namespace std::chrono_literals;
+using steady = std::chrono::steady_clock;
+
+/// Keeps every formatted message logged on the "baton" logger.
+class capture_sink final : public spdlog::sinks::base_sink<std::mutex> {
+ public:
+  std::vector<std::string> lines() {
+    std::lock_guard lock(mutex_);
+    return lines_;
+  }
+  bool contains(const std::string& text) {
+    std::lock_guard lock(mutex_);
+    return std::any_of(lines_.begin(), lines_.end(),
+                       [&](const std::string& l) { return l.find(text) != std::string::npos; });
+  }
+  bool has_line(const std::string& line) {
+    std::lock_guard lock(mutex_);
+    return std::find(lines_.begin(), lines_.end(), line) != lines_.end();
+  }
+  std::string dump() {
+    std::string all;
+    for (const auto& l : lines()) all += l + "\n";
+    return all;
+  }
+
+ protected:
+  void sink_it_(const spdlog::details::log_msg& msg) override {
+    lines_.emplace_back(msg.payload.data(), msg.payload.size());
+  }
+  void flush_() override {}
+
+ private:
+  std::vector<std::string> lines_;
+};
+
+/// True while `pid` exists and is not a zombie.
+bool alive(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string text;
+  if (!stat || !std::getline(stat, text)) return false;
+  auto paren = text.rfind(')');
+  if (paren == std::string::npos || paren + 2 >= text.size()) return false;
+  char state = text[paren + 2];
+  return state != 'Z' && state != 'X';
+}
+
+/// The pid written to `path`, 0 until it is there.
+pid_t read_pid(const std::string& path) {
+  std::ifstream in(path);
+  long pid = 0;
+  if (in >> pid) return static_cast<pid_t>(pid);
+  return 0;
+}
+
+class command_job : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    sink_ = std::make_shared<capture_sink>();
+    detail::log().sinks().push_back(sink_);
+    dir_ = test::temp_dir("command-job");
+  }
+  void TearDown() override {
+    auto& sinks = detail::log().sinks();
+    sinks.erase(std::remove(sinks.begin(), sinks.end(), sink_), sinks.end());
+  }
+
+  job_context context(const std::string& schedule, std::stop_token stop = {}) {
+    job_context ctx;
+    ctx.schedule = schedule;
+    ctx.contender_id = "node-1";
+    ctx.fence = 42;
+    ctx.fire_time = std::chrono::system_clock::time_point{std::chrono::milliseconds{1709287200250}};
+    ctx.stop = std::move(stop);
+    return ctx;
+  }
+
+  static job_function shell(const std::string& script, std::chrono::milliseconds kill_grace = 2s) {
+    return make_command_job(command_options{{"/bin/sh", "-c", script}, {}, kill_grace});
+  }
+
+  std::shared_ptr<capture_sink> sink_;
+  std::string dir_;
+};
+
+TEST_F(command_job, passes_the_baton_variables_the_extra_env_and_the_daemon_env) {
+  ::setenv("BATON_TEST_INHERITED", "from the daemon", 1);
+  auto job = make_command_job(command_options{{"env"}, {{"EXTRA_VAR", "hello world"}}, 2s});
+  auto ctx = context("env-test");
+  job(ctx);
+  for (std::string expected :
+       {"[env-test] stdout: BATON_SCHEDULE=env-test", "[env-test] stdout: BATON_MUTEX=env-test",
+        "[env-test] stdout: BATON_FENCING_TOKEN=42", "[env-test] stdout: BATON_CONTENDER_ID=node-1",
+        "[env-test] stdout: BATON_FIRE_TIME=2024-03-01T10:00:00.250Z",
+        "[env-test] stdout: EXTRA_VAR=hello world",
+        "[env-test] stdout: BATON_TEST_INHERITED=from the daemon"})
+    EXPECT_TRUE(sink_->contains(expected)) << expected << "\n" << sink_->dump();
+  // The same text as the scheduler's formatter.
+  EXPECT_TRUE(sink_->contains("BATON_FIRE_TIME=" + format_rfc3339_utc(ctx.fire_time)));
+}
+
+TEST_F(command_job, baton_variables_cannot_be_overridden_by_the_extra_env) {
+  auto job = make_command_job(command_options{{"env"}, {{"BATON_FENCING_TOKEN", "1"}}, 2s});
+  job(context("override"));
+  EXPECT_TRUE(sink_->has_line("[override] stdout: BATON_FENCING_TOKEN=42")) << sink_->dump();
+  EXPECT_FALSE(sink_->has_line("[override] stdout: BATON_FENCING_TOKEN=1"));
+}
+
+TEST_F(command_job, passes_argv_verbatim_without_a_shell) {
+  const std::vector<std::string> args{"a b", "it's", "\"quoted\"", "$HOME", "*", "`id`", ""};
+  std::vector<std::string> argv{"printf", "<%s>\\n"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  auto job = make_command_job(command_options{argv, {}, 2s});
+  job(context("argv"));
+  for (const auto& a : args)
+    EXPECT_TRUE(sink_->contains("[argv] stdout: <" + a + ">")) << a << "\n" << sink_->dump();
+}
+
+TEST_F(command_job, logs_each_output_line_tagged_with_the_schedule) {
+  auto job = shell("echo first; echo oops >&2; echo second; printf 'no newline'");
+  job(context("nightly-report"));
+  EXPECT_TRUE(sink_->contains("[nightly-report] stdout: first")) << sink_->dump();
+  EXPECT_TRUE(sink_->contains("[nightly-report] stderr: oops"));
+  EXPECT_TRUE(sink_->contains("[nightly-report] stdout: second"));
+  EXPECT_TRUE(sink_->contains("[nightly-report] stdout: no newline"));
+  EXPECT_TRUE(sink_->contains("[nightly-report] exited with status 0 after"));
+}
+
+TEST_F(command_job, a_non_zero_exit_is_a_failed_run) {
+  auto job = shell("echo failing; exit 3");
+  try {
+    job(context("fails"));
+    FAIL() << "no exception";
+  } catch (const command_error& e) {
+    EXPECT_NE(std::string(e.what()).find("exited with status 3"), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(sink_->contains("[fails] exited with status 3 after"));
+}
+
+TEST_F(command_job, a_nonexistent_program_is_a_failed_run_with_a_clear_message) {
+  auto by_path = make_command_job(command_options{{"/nonexistent/baton-prog", "x"}, {}, 2s});
+  try {
+    by_path(context("missing"));
+    FAIL() << "no exception";
+  } catch (const command_error& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot start '/nonexistent/baton-prog': No such file"),
+              std::string::npos)
+        << e.what();
+  }
+  auto by_name = make_command_job(command_options{{"baton-no-such-program"}, {}, 2s});
+  try {
+    by_name(context("missing"));
+    FAIL() << "no exception";
+  } catch (const command_error& e) {
+    EXPECT_NE(std::string(e.what()).find("'baton-no-such-program': not found in PATH"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_TRUE(sink_->contains("[missing] cannot start")) << sink_->dump();
+}
+
+TEST_F(command_job, a_file_that_is_not_executable_fails_clearly) {
+  auto path = dir_ + "/not-executable";
+  std::ofstream(path) << "echo hi\n";
+  auto job = make_command_job(command_options{{path}, {}, 2s});
+  EXPECT_THROW(job(context("noexec")), command_error);
+  EXPECT_TRUE(sink_->contains("Permission denied")) << sink_->dump();
+}
+
+TEST_F(command_job, bad_options_are_rejected_when_the_job_is_made) {
+  EXPECT_THROW(make_command_job(command_options{}), std::invalid_argument);
+  EXPECT_THROW(make_command_job(command_options{{""}, {}, 2s}), std::invalid_argument);
+  EXPECT_THROW(make_command_job(command_options{{"true"}, {}, -1ms}), std::invalid_argument);
+  EXPECT_THROW(make_command_job(command_options{{"true"}, {{"A=B", "c"}}, 2s}),
+               std::invalid_argument);
+}
+
+TEST_F(command_job, timeout_sends_sigterm_then_sigkill_to_a_job_that_ignores_sigterm) {
+  auto job = shell("trap '' TERM; echo ready; sleep 30", 400ms);
+  auto ctx = context("stubborn");
+  const auto start = steady::now();
+  ctx.deadline = start + 300ms;
+  try {
+    job(ctx);
+    FAIL() << "no exception";
+  } catch (const command_error& e) {
+    EXPECT_NE(std::string(e.what()).find("killed by SIGKILL (timeout)"), std::string::npos)
+        << e.what();
+  }
+  const auto took = steady::now() - start;
+  EXPECT_GE(took, 700ms);
+  EXPECT_LT(took, 700ms + 3s);
+  EXPECT_TRUE(sink_->contains("[stubborn] timeout: sending SIGTERM")) << sink_->dump();
+  EXPECT_TRUE(sink_->contains("sending SIGKILL"));
+}
+
+TEST_F(command_job, a_job_that_exits_cleanly_on_sigterm_is_not_killed) {
+  auto job =
+      shell("trap 'echo bye; exit 0' TERM; echo ready; while true; do sleep 0.05; done", 10s);
+  std::stop_source stop;
+  auto ctx = context("graceful", stop.get_token());
+  auto run = std::async(std::launch::async, [&] { job(ctx); });
+  ASSERT_TRUE(test::wait_until([&] { return sink_->contains("[graceful] stdout: ready"); }, 10s));
+  const auto start = steady::now();
+  stop.request_stop();
+  ASSERT_EQ(run.wait_for(5s), std::future_status::ready);
+  EXPECT_NO_THROW(run.get());
+  EXPECT_LT(steady::now() - start, 5s);
+  EXPECT_TRUE(sink_->contains("[graceful] stdout: bye")) << sink_->dump();
+  EXPECT_FALSE(sink_->contains("SIGKILL"));
+}
+
+TEST_F(command_job, a_stop_request_kills_the_whole_process_group) {
+  const auto pid_file = dir_ + "/grandchild.pid";
+  auto job = shell("sleep 30 & echo $! > '" + pid_file + "'; wait", 5s);
+  std::stop_source stop;
+  auto ctx = context("group", stop.get_token());
+  auto run = std::async(std::launch::async, [&] { job(ctx); });
+  pid_t grandchild = 0;
+  ASSERT_TRUE(test::wait_until([&] { return (grandchild = read_pid(pid_file)) > 0; }, 10s));
+  ASSERT_TRUE(alive(grandchild));
+  stop.request_stop();
+  ASSERT_EQ(run.wait_for(10s), std::future_status::ready);
+  EXPECT_THROW(run.get(), command_error);
+  EXPECT_TRUE(test::wait_until([&] { return !alive(grandchild); }, 5s))
+      << "grandchild " << grandchild << " survived";
+  EXPECT_TRUE(sink_->contains("[group] stop requested: sending SIGTERM")) << sink_->dump();
+}
+
+TEST_F(command_job, processes_left_in_the_group_die_when_the_command_exits) {
+  const auto pid_file = dir_ + "/leftover.pid";
+  auto job = shell("sleep 30 & echo $! > '" + pid_file + "'");
+  job(context("leftover"));
+  const pid_t leftover = read_pid(pid_file);
+  ASSERT_GT(leftover, 0);
+  EXPECT_TRUE(test::wait_until([&] { return !alive(leftover); }, 5s));
+  EXPECT_TRUE(sink_->contains("killed processes left behind")) << sink_->dump();
+}
+
+TEST_F(command_job, the_job_dies_when_the_process_that_started_it_is_killed) {
+  const auto pid_file = dir_ + "/orphan.pid";
+  auto job = shell("echo $$ > '" + pid_file + "'; exec sleep 30");
+  // A helper process (a fork of this test, which has no other threads here) runs the job.
+  const pid_t helper = ::fork();
+  ASSERT_GE(helper, 0);
+  if (helper == 0) {
+    try {
+      job(context("orphan"));
+    } catch (...) {
+    }
+    ::_exit(0);
+  }
+  pid_t job_pid = 0;
+  ASSERT_TRUE(test::wait_until([&] { return (job_pid = read_pid(pid_file)) > 0; }, 10s));
+  ASSERT_TRUE(alive(job_pid));
+  ASSERT_EQ(::kill(helper, SIGKILL), 0);
+  int status = 0;
+  ASSERT_EQ(::waitpid(helper, &status, 0), helper);
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+  EXPECT_TRUE(test::wait_until([&] { return !alive(job_pid); }, 5s))
+      << "job process " << job_pid << " outlived its parent";
+}
+
+}  // namespace
+}  // namespace baton

@@ -1,0 +1,782 @@
+// The `baton` daemon as real processes: config and argument errors (exit 2, file and JSON path
+// named), and three `baton run` nodes on one backend: one fires at a time, fences only go up,
+// SIGTERM hands over within the poll interval, SIGKILL within the lease, the cadence carries on,
+// and a leader that loses its backend stops its command before anyone else starts one.
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <limits>
+#include <map>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "baton/backends/factory.hpp"
+#include "baton/scheduler/cron.hpp"
+#include "support/env.hpp"
+
+extern char** environ;
+
+namespace {
+
+using namespace std::chrono_literals;
+using std::chrono::milliseconds;
+namespace fs = std::filesystem;
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+std::string daemon_path() { return std::string(BATON_BINARY_DIR) + "/examples/baton"; }
+
+long long now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string read_file(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+void write_file(const fs::path& path, const std::string& text, bool executable = false) {
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << text;
+  if (executable)
+    fs::permissions(path, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                              fs::perms::others_read | fs::perms::others_exec);
+}
+
+std::string json_string(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out + "\"";
+}
+
+// A child process with stdout and stderr going to files.
+class process {
+ public:
+  process(const std::vector<std::string>& argv, const fs::path& out, const fs::path& err) {
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_addopen(&actions, 1, out.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    posix_spawn_file_actions_addopen(&actions, 2, err.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    const int rc = posix_spawn(&pid_, args[0], &actions, nullptr, args.data(), environ);
+    posix_spawn_file_actions_destroy(&actions);
+    if (rc != 0) throw std::runtime_error("cannot start " + argv[0] + ": " + std::strerror(rc));
+  }
+  process(const process&) = delete;
+  ~process() {
+    if (!status_) {
+      ::kill(pid_, SIGKILL);
+      int st = 0;
+      ::waitpid(pid_, &st, 0);
+    }
+  }
+  pid_t pid() const noexcept { return pid_; }
+  void signal(int sig) const { ::kill(pid_, sig); }
+  /// Exit status (128 + signal when killed), or nullopt if still running after `timeout`.
+  std::optional<int> wait_exit(milliseconds timeout) {
+    baton::test::wait_until(
+        [&] {
+          if (status_) return true;
+          int st = 0;
+          if (::waitpid(pid_, &st, WNOHANG) == pid_)
+            status_ = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+          return status_.has_value();
+        },
+        timeout);
+    return status_;
+  }
+  bool running() { return !wait_exit(0ms); }
+
+ private:
+  pid_t pid_ = -1;
+  std::optional<int> status_;
+};
+
+struct result {
+  int status = -1;
+  std::string out;
+  std::string err;
+};
+
+// Runs `baton args...` to completion.
+result run_baton(const std::vector<std::string>& args, milliseconds timeout = 20s) {
+  static std::atomic<int> counter{0};
+  const fs::path dir = baton::test::temp_dir("baton-cli");
+  const auto n = std::to_string(++counter);
+  std::vector<std::string> argv{daemon_path()};
+  argv.insert(argv.end(), args.begin(), args.end());
+  process p(argv, dir / ("out" + n), dir / ("err" + n));
+  result r;
+  auto status = p.wait_exit(timeout);
+  EXPECT_TRUE(status) << "baton did not exit within " << timeout.count() << " ms";
+  r.status = status.value_or(-1);
+  r.out = read_file(dir / ("out" + n));
+  r.err = read_file(dir / ("err" + n));
+  return r;
+}
+
+// ---------------------------------------------------------------------------------------------
+// command line
+
+TEST(daemon_cli, version_and_help) {
+  auto v = run_baton({"--version"});
+  EXPECT_EQ(v.status, 0);
+  EXPECT_THAT(v.out, HasSubstr("baton 0."));
+  auto h = run_baton({"--help"});
+  EXPECT_EQ(h.status, 0);
+  EXPECT_THAT(h.out, AllOf(HasSubstr("baton run"), HasSubstr("baton calendar")));
+}
+
+TEST(daemon_cli, bad_arguments_exit_2_naming_the_argument) {
+  struct bad {
+    std::vector<std::string> args;
+    std::string message;
+  };
+  const std::vector<bad> cases{
+      {{}, "no command given"},
+      {{"frobnicate"}, "unknown command 'frobnicate'"},
+      {{"run"}, "--config FILE is required"},
+      {{"validate", "--config"}, "--config needs a value"},
+      {{"validate", "--config", "x.json", "--bogus"}, "unknown option '--bogus'"},
+      {{"status", "--config", "x.json", "--count", "3"}, "belong to calendar"},
+      {{"validate", "--config", "x.json", "--log-level", "loud"}, "--log-level: unknown level"},
+      {{"calendar"}, "missing the cron expression"},
+      {{"calendar", "0", "3", "*", "*", "*"}, "quote the expression"},
+      {{"calendar", "0 3 * * *", "--count", "0"}, "--count: '0'"},
+      {{"calendar", "0 25 * * *"}, "EXPR '0 25 * * *'"},
+      {{"calendar", "0 3 * * *", "--time-zone", "Mars/Base"}, "--time-zone"},
+      {{"calendar", "0 3 * * *", "--from", "yesterday"}, "--from: 'yesterday'"},
+  };
+  for (const auto& c : cases) {
+    auto r = run_baton(c.args);
+    std::string joined;
+    for (const auto& a : c.args) joined += a + " ";
+    EXPECT_EQ(r.status, 2) << joined;
+    EXPECT_THAT(r.err, HasSubstr(c.message)) << joined;
+  }
+}
+
+TEST(daemon_cli, missing_config_file_exits_2_naming_it) {
+  for (const char* command : {"run", "validate", "status"}) {
+    auto r = run_baton({command, "--config", "/nonexistent/baton.json"});
+    EXPECT_EQ(r.status, 2) << command;
+    EXPECT_THAT(r.err, AllOf(HasSubstr("/nonexistent/baton.json"), HasSubstr("cannot read")));
+  }
+}
+
+TEST(daemon_cli, calendar_prints_the_next_fire_times_in_utc_and_the_time_zone) {
+  auto r = run_baton({"calendar", "0 3 * * *", "--time-zone", "Europe/Berlin", "--from",
+                      "2026-03-27T00:00:00Z", "--count", "3"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out,
+            "2026-03-27T02:00:00Z  2026-03-27 03:00:00 CET (+01:00)\n"
+            "2026-03-28T02:00:00Z  2026-03-28 03:00:00 CET (+01:00)\n"
+            "2026-03-29T01:00:00Z  2026-03-29 03:00:00 CEST (+02:00)\n");
+  auto plain = run_baton({"calendar", "*/15 * * * *", "--from", "2026-01-01T00:00:00Z"});
+  EXPECT_EQ(plain.status, 0);
+  EXPECT_THAT(plain.out, HasSubstr("2026-01-01T00:15:00Z\n2026-01-01T00:30:00Z\n"));
+  EXPECT_EQ(std::count(plain.out.begin(), plain.out.end(), '\n'), 10);
+}
+
+TEST(daemon_cli, validate_prints_each_schedule_with_its_next_fire_times) {
+  const fs::path dir = baton::test::temp_dir("daemon-validate");
+  write_file(dir / "baton.json", R"({
+    "backend": {"type": "sqlite", "path": "state.db"},
+    "lease": {"ttl": "4s", "transition": "2s"},
+    "schedules": [
+      {"name": "beat", "every": "5s", "command": ["/bin/true"]},
+      {"name": "report", "cron": "0 3 * * *", "time_zone": "Asia/Tokyo", "command": ["date"]}
+    ]})");
+  auto r = run_baton({"validate", "--config", (dir / "baton.json").string()});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("OK, 2 schedules"));
+  EXPECT_THAT(r.out, HasSubstr((dir / "state.db").string()));
+  EXPECT_THAT(r.out, AllOf(HasSubstr("beat"), HasSubstr("every 5s (fixed_rate)")));
+  EXPECT_THAT(r.out, AllOf(HasSubstr("cron \"0 3 * * *\" in Asia/Tokyo"), HasSubstr("18:00:00Z"),
+                           HasSubstr("03:00:00 JST (+09:00)")));
+}
+
+// ---------------------------------------------------------------------------------------------
+// config errors through validate and run
+
+struct bad_config {
+  std::string name;
+  std::string json;
+  std::string expected;  // in stderr, after "<file>: "
+};
+
+std::string base_with(const std::string& schedule, const std::string& top = "") {
+  return R"({"backend": {"type": "sqlite", "path": "x.db"})" + top + R"(, "schedules": [{)" +
+         schedule + "}]}";
+}
+
+const std::string ok_schedule = R"("name": "a", "every": "1s", "command": ["/bin/true"])";
+
+std::vector<bad_config> bad_configs() {
+  return {
+      {"syntax_error",
+       "{\"backend\": {\"type\": \"sqlite\", \"path\": \"x.db\"},\n \"schedules\": [}",
+       "line 2, column"},
+      {"unknown_key", base_with(R"("name": "a", "evrey": "1s", "every": "1s", "command": ["x"])"),
+       "/schedules/0/evrey: unknown key \"evrey\" (did you mean \"every\"?)"},
+      {"wrong_type", base_with(R"("name": "a", "every": 5, "command": ["x"])"),
+       "/schedules/0/every: expected a duration string"},
+      {"bad_duration", base_with(R"("name": "a", "every": "5x", "command": ["x"])"),
+       "/schedules/0/every: invalid duration \"5x\" (use 250ms, 10s, 5m, 2h, 1d)"},
+      {"bad_cron", base_with(R"("name": "a", "cron": "61 * * * *", "command": ["x"])"),
+       "/schedules/0/cron: "},
+      {"unknown_time_zone",
+       base_with(R"("name": "a", "cron": "0 3 * * *", "time_zone": "Mars/Base", "command": ["x"])"),
+       "/schedules/0/time_zone: "},
+      {"duplicate_name",
+       R"({"backend": {"type": "sqlite", "path": "x.db"}, "schedules": [)"
+       R"({"name": "a", "every": "1s", "command": ["x"]}, {"name": "a", "every": "2s", "command": ["x"]}]})",
+       "/schedules/1/name: duplicate schedule name \"a\""},
+      {"invalid_name", base_with(R"("name": "a b", "every": "1s", "command": ["x"])"),
+       "/schedules/0/name: invalid schedule name \"a b\""},
+      {"empty_command", base_with(R"("name": "a", "every": "1s", "command": [])"),
+       "/schedules/0/command: is empty"},
+      {"missing_backend", R"({"schedules": [{)" + ok_schedule + "}]}", "/backend: missing"},
+      {"unknown_backend",
+       R"({"backend": {"type": "oracle"}, "schedules": [{)" + ok_schedule + "}]}",
+       "/backend/type: unknown backend type \"oracle\""},
+      {"missing_name", base_with(R"("every": "1s", "command": ["x"])"),
+       "/schedules/0/name: missing"},
+      {"unset_variable",
+       R"({"backend": {"type": "sqlite", "path": "${BATON_TEST_SURELY_UNSET}"}, "schedules": [{)" +
+           ok_schedule + "}]}",
+       "/backend/path: environment variable BATON_TEST_SURELY_UNSET is not set"},
+      {"lease_cross_field",
+       base_with(ok_schedule, R"(, "lease": {"ttl": "1s", "retry_period": "2s"})"),
+       "/lease/retry_period: retry_period (2s) must be less than ttl (1s)"},
+      {"mode_with_cron",
+       base_with(R"("name": "a", "cron": "* * * * *", "mode": "fixed_delay", "command": ["x"])"),
+       "/schedules/0/mode: \"mode\" applies only to \"every\" schedules"},
+      {"kill_grace_beyond_stop_grace",
+       base_with(ok_schedule, R"(, "lease": {"stop_grace": "1s"}, "kill_grace": "5s")"),
+       "/kill_grace: kill_grace (5s) must not exceed the lease's stop_grace (1s)"},
+  };
+}
+
+class daemon_config_error : public ::testing::TestWithParam<bad_config> {};
+
+TEST_P(daemon_config_error, validate_and_run_exit_2_naming_file_and_json_path) {
+  const auto& c = GetParam();
+  const fs::path dir = baton::test::temp_dir("daemon-bad-config");
+  const fs::path file = dir / (c.name + ".json");
+  write_file(file, c.json);
+  for (const char* command : {"validate", "run"}) {
+    auto r = run_baton({command, "--config", file.string()}, 15s);
+    EXPECT_EQ(r.status, 2) << command << " stderr:\n" << r.err;
+    EXPECT_THAT(r.err, HasSubstr(file.string() + ": ")) << command;
+    EXPECT_THAT(r.err, HasSubstr(c.expected)) << command;
+    EXPECT_THAT(r.out, Not(HasSubstr("OK"))) << command;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(all, daemon_config_error, ::testing::ValuesIn(bad_configs()),
+                         [](const auto& info) { return info.param.name; });
+
+TEST(daemon_config_error_backend, run_reports_a_parameter_the_backend_rejects_with_exit_2) {
+  const fs::path dir = baton::test::temp_dir("daemon-bad-backend");
+  write_file(dir / "baton.json",
+             R"({"backend": {"type": "sqlite", "path": "/nonexistent-dir/x.db"},
+                 "schedules": [{"name": "a", "every": "1s", "command": ["/bin/true"]}]})");
+  auto r = run_baton({"run", "--config", (dir / "baton.json").string()});
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_THAT(r.err, AllOf(HasSubstr((dir / "baton.json").string() + ": /backend: "),
+                           HasSubstr("/nonexistent-dir")));
+}
+
+TEST(daemon_status, unreachable_backend_fails_with_1_and_a_clear_message) {
+  // Port 1 on loopback: nothing listens there, connections are refused at once.
+  const std::map<std::string, std::string> unreachable{
+      {"postgresql",
+       R"({"type": "postgresql", "connection": "dbname=x user=x host=127.0.0.1 port=1"})"},
+      {"mysql", R"({"type": "mysql", "connection": "db=x user=x host=127.0.0.1 port=1"})"},
+      {"redis", R"({"type": "redis", "url": "redis://127.0.0.1:1"})"},
+      {"zookeeper", R"({"type": "zookeeper", "hosts": "127.0.0.1:1", "session_timeout": "2s"})"},
+  };
+  int checked = 0;
+  for (const auto& type : baton::available_backends()) {
+    auto it = unreachable.find(type);
+    if (it == unreachable.end()) continue;  // sqlite, memory: no server
+    SCOPED_TRACE(type);
+    const fs::path dir = baton::test::temp_dir("daemon-status-down");
+    write_file(dir / "baton.json", R"({"backend": )" + it->second + R"(,
+                 "schedules": [{"name": "a", "every": "1s", "command": ["/bin/true"]}]})");
+    auto r = run_baton({"status", "--config", (dir / "baton.json").string()}, 60s);
+    EXPECT_EQ(r.status, 1) << r.err;
+    EXPECT_THAT(r.err, AllOf(HasSubstr("cannot read schedule 'a' from the " + type + " backend"),
+                             HasSubstr("connection")));
+    ++checked;
+  }
+  EXPECT_GT(checked, 0) << "no networked backend in this build";
+}
+
+// ---------------------------------------------------------------------------------------------
+// signals
+
+TEST(daemon_signals, second_signal_exits_at_once_and_the_job_dies_with_the_daemon) {
+  const fs::path dir = baton::test::temp_dir("daemon-second-signal");
+  // A job that ignores SIGTERM (and so does its sleep): stop() would wait its kill_grace.
+  write_file(dir / "stubborn.sh", "#!/bin/sh\ntrap '' TERM\necho \"pid $$\" >> \"$1\"\nsleep 30\n",
+             true);
+  write_file(dir / "baton.json",
+             R"({"backend": {"type": "sqlite", "path": "s.db"},
+                 "lease": {"ttl": "5s", "transition": "5s", "stop_grace": "4s"},
+                 "kill_grace": "4s",
+                 "schedules": [{"name": "stubborn", "every": "1s",
+                                "command": ["./stubborn.sh", )" +
+                 json_string((dir / "jobs.log").string()) + R"(]}]})");
+  process node({daemon_path(), "run", "--config", (dir / "baton.json").string()}, dir / "out",
+               dir / "err");
+  ASSERT_TRUE(baton::test::wait_until(
+      [&] { return read_file(dir / "jobs.log").find("pid ") != std::string::npos; }, 20s))
+      << read_file(dir / "err");
+  const pid_t job = std::stoi(read_file(dir / "jobs.log").substr(4));
+  node.signal(SIGTERM);
+  ASSERT_TRUE(baton::test::wait_until(
+      [&] { return read_file(dir / "err").find("received SIGTERM") != std::string::npos; }, 5s));
+  const auto second = std::chrono::steady_clock::now();
+  node.signal(SIGINT);
+  auto status = node.wait_exit(3s);
+  ASSERT_TRUE(status) << read_file(dir / "err");
+  EXPECT_EQ(*status, 128 + SIGINT);
+  EXPECT_LT(std::chrono::steady_clock::now() - second, 2s);
+  // PR_SET_PDEATHSIG: the job is killed with the daemon (gone or a zombie awaiting reaping).
+  auto dead = [&] {
+    std::ifstream stat("/proc/" + std::to_string(job) + "/stat");
+    std::string line;
+    if (!std::getline(stat, line)) return true;
+    auto close = line.rfind(')');
+    return close != std::string::npos && line.size() > close + 2 && line[close + 2] == 'Z';
+  };
+  EXPECT_TRUE(baton::test::wait_until(dead, 3s)) << "job pid " << job << " survived the daemon";
+}
+
+// ---------------------------------------------------------------------------------------------
+// several nodes on one backend
+
+// The server scripts/server-ctl.sh knows a backend type by.
+std::string server_of(const std::string& type) {
+  if (type == "postgresql") return "postgres";
+  if (type == "mysql") return "mariadb";
+  return type;  // redis, zookeeper
+}
+
+// Every backend this build has, except the in-process memory one.
+std::vector<std::string> cluster_backends() {
+  std::vector<std::string> out;
+  for (const auto& t : baton::available_backends())
+    if (t != "memory") out.push_back(t);
+  return out;
+}
+
+// One line the job script wrote.
+struct job_event {
+  std::string kind;  // start, run (finished), terminated
+  std::uint64_t fence = 0;
+  long long start_ns = 0;  // start/run
+  long long end_ns = 0;    // run: end; terminated: when the TERM trap ran
+  std::string node;
+  std::string fire_time;
+};
+
+std::vector<job_event> read_events(const fs::path& log) {
+  std::vector<job_event> events;
+  std::istringstream in(read_file(log));
+  for (std::string line; std::getline(in, line);) {
+    std::istringstream fields(line);
+    job_event e;
+    fields >> e.kind >> e.fence;
+    if (e.kind == "start")
+      fields >> e.start_ns >> e.node >> e.fire_time;
+    else if (e.kind == "run")
+      fields >> e.start_ns >> e.end_ns >> e.node >> e.fire_time;
+    else if (e.kind == "terminated")
+      fields >> e.end_ns >> e.node;
+    else
+      continue;
+    if (fields.fail()) continue;  // a line being written
+    events.push_back(e);
+  }
+  return events;
+}
+
+// One run: [start, end] on `node` under `fence`; end is max() while unknown.
+struct interval {
+  std::uint64_t fence;
+  long long start;
+  long long end;
+  std::string node;
+  bool terminated = false;
+};
+
+std::vector<interval> intervals_of(const std::vector<job_event>& events,
+                                   const std::map<std::string, long long>& killed_at) {
+  std::vector<interval> out;
+  for (const auto& e : events) {
+    if (e.kind != "start") continue;
+    interval i{e.fence, e.start_ns, std::numeric_limits<long long>::max(), e.node};
+    for (const auto& f : events) {
+      if (f.node != e.node || f.fence != e.fence) continue;
+      if (f.kind == "run" && f.start_ns == e.start_ns) i.end = f.end_ns;
+      if (f.kind == "terminated" && f.end_ns >= e.start_ns && f.end_ns < i.end)
+        i.end = f.end_ns, i.terminated = true;
+    }
+    if (auto k = killed_at.find(e.node);
+        k != killed_at.end() && i.end > k->second && e.start_ns < k->second)
+      i.end = k->second;  // died with its daemon (SIGKILL)
+    out.push_back(i);
+  }
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.start < b.start; });
+  return out;
+}
+
+// The time of the first daemon log line containing `text`, in ns since the epoch.
+std::optional<long long> log_time(const fs::path& log, const std::string& text) {
+  std::istringstream in(read_file(log));
+  for (std::string line; std::getline(in, line);) {
+    if (line.find(text) == std::string::npos) continue;
+    auto t = baton::parse_rfc3339(line.substr(0, line.find(' ')));
+    if (!t) continue;
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(t->time_since_epoch()).count();
+  }
+  return std::nullopt;
+}
+
+double ms(long long ns) { return static_cast<double>(ns) / 1e6; }
+
+// Three `baton run` nodes sharing one backend and one job log.
+class cluster {
+ public:
+  static constexpr milliseconds ttl{1000};
+  static constexpr milliseconds transition{1000};
+  static constexpr milliseconds poll{100};
+  static constexpr milliseconds period{500};
+
+  cluster(const std::string& type, const std::string& job_seconds) : type_(type) {
+    static std::atomic<int> counter{0};
+    dir_ = baton::test::temp_dir("daemon-cluster-" + type);
+    schedule_ =
+        "daemon-" + type + "-" + std::to_string(::getpid()) + "-" + std::to_string(++counter);
+    backend_ = baton::test::backend_config_for(type);
+    write_file(dir_ / "job.sh",
+               "#!/bin/sh\n"
+               "# job.sh LOG NODE SECONDS: logs start, then run (end) or terminated (SIGTERM)\n"
+               "log=\"$1\"; node=\"$2\"\n"
+               "start=$(date +%s%N)\n"
+               "trap 'echo \"terminated $BATON_FENCING_TOKEN $(date +%s%N) $node\" >> \"$log\"; "
+               "exit 143' TERM\n"
+               "echo \"start $BATON_FENCING_TOKEN $start $node $BATON_FIRE_TIME\" >> \"$log\"\n"
+               "sleep \"$3\" & wait $!\n"
+               "end=$(date +%s%N)\n"
+               "echo \"run $BATON_FENCING_TOKEN $start $end $node $BATON_FIRE_TIME\" >> \"$log\"\n",
+               true);
+    std::string backend = "{\"type\": " + json_string(type);
+    for (const auto& [k, v] : backend_.params)
+      backend += ", " + json_string(k) + ": " + json_string(v);
+    backend += "}";
+    for (int n = 1; n <= 3; ++n) {
+      const std::string node = "n" + std::to_string(n);
+      write_file(dir_ / (node + ".json"),
+                 "{\"backend\": " + backend +
+                     ",\n \"lease\": {\"ttl\": \"1s\", \"transition\": \"1s\", "
+                     "\"retry_period\": \"200ms\", \"poll_interval\": \"100ms\"},\n"
+                     " \"log_level\": \"debug\",\n"
+                     " \"schedules\": [{\"name\": " +
+                     json_string(schedule_) +
+                     ", \"every\": \"500ms\", \"command\": [\"./job.sh\", " +
+                     json_string(log().string()) + ", " + json_string(node) + ", " +
+                     json_string(job_seconds) + "]}]}\n");
+    }
+  }
+
+  void start_all() {
+    for (int n = 1; n <= 3; ++n) start("n" + std::to_string(n));
+  }
+  void start(const std::string& node) {
+    nodes_.emplace(node, std::make_unique<process>(
+                             std::vector<std::string>{daemon_path(), "run", "--config",
+                                                      (dir_ / (node + ".json")).string()},
+                             dir_ / (node + ".out"), daemon_log(node)));
+  }
+  process& node(const std::string& name) { return *nodes_.at(name); }
+  fs::path daemon_log(const std::string& node) const { return dir_ / (node + ".log"); }
+  fs::path log() const { return dir_ / "jobs.log"; }
+  const std::string& schedule() const { return schedule_; }
+  const fs::path& dir() const { return dir_; }
+  const baton::backend_config& backend() const { return backend_; }
+  std::vector<job_event> events() const { return read_events(log()); }
+
+  std::size_t finished_runs(const std::string& node = "", long long after_ns = 0) const {
+    std::size_t n = 0;
+    for (const auto& e : events())
+      if (e.kind == "run" && (node.empty() || e.node == node) && e.start_ns > after_ns) ++n;
+    return n;
+  }
+  /// The node that finished the latest run.
+  std::string leader() const {
+    std::string who;
+    for (const auto& e : events())
+      if (e.kind == "run") who = e.node;
+    return who;
+  }
+  /// Waits for `count` finished runs by a node other than `not_node` that started after `after`.
+  bool wait_runs_elsewhere(const std::string& not_node, long long after, std::size_t count,
+                           milliseconds timeout) const {
+    return baton::test::wait_until(
+        [&] {
+          std::size_t n = 0;
+          for (const auto& e : events())
+            if (e.kind == "run" && e.node != not_node && e.start_ns > after) ++n;
+          return n >= count;
+        },
+        timeout);
+  }
+  std::string diagnostics() const {
+    std::string out = "job log:\n" + read_file(log());
+    for (const auto& [name, p] : nodes_) {
+      auto text = read_file(daemon_log(name));
+      if (text.size() > 6000) text = "..." + text.substr(text.size() - 6000);
+      out += "\n--- " + name + " ---\n" + text;
+    }
+    return out;
+  }
+
+ private:
+  std::string type_;
+  fs::path dir_;
+  std::string schedule_;
+  baton::backend_config backend_;
+  std::map<std::string, std::unique_ptr<process>> nodes_;
+};
+
+// The checks every scenario ends with: one run at a time, fences never go down, a new node
+// always has a higher fence.
+void expect_one_at_a_time(const std::vector<interval>& runs) {
+  for (std::size_t i = 1; i < runs.size(); ++i) {
+    const auto& a = runs[i - 1];
+    const auto& b = runs[i];
+    EXPECT_LE(a.end, b.start) << "runs overlap: " << a.node << " fence " << a.fence << " ["
+                              << a.start << ", " << a.end << "] and " << b.node << " fence "
+                              << b.fence << " [" << b.start << ", " << b.end << "]";
+    EXPECT_LE(a.fence, b.fence) << "fence went down from " << a.fence << " (" << a.node << ") to "
+                                << b.fence << " (" << b.node << ")";
+    if (a.node != b.node) {
+      EXPECT_LT(a.fence, b.fence) << "new leader " << b.node << " has the fence of " << a.node;
+    }
+  }
+}
+
+class daemon_cluster : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(daemon_cluster, one_node_fires_at_a_time_and_hands_over_on_sigterm_and_sigkill) {
+  cluster c(GetParam(), "0.05");
+  c.start_all();
+  ASSERT_TRUE(baton::test::wait_until([&] { return c.finished_runs() >= 4; }, 30s))
+      << c.diagnostics();
+
+  // `baton status` reads the owner record and the recorded last fire from the backend.
+  auto st = run_baton({"status", "--config", (c.dir() / "n1.json").string()}, 60s);
+  EXPECT_EQ(st.status, 0) << st.err;
+  EXPECT_THAT(st.out,
+              AllOf(HasSubstr(c.schedule() + ": every 500ms"), HasSubstr("owner:      1:"),
+                    HasSubstr("(fence "), HasSubstr("transition: "), HasSubstr("last fire:  20")));
+
+  // SIGTERM the leader: it releases, another node takes over at once.
+  const std::string first = c.leader();
+  const long long term_ns = now_ns();
+  c.node(first).signal(SIGTERM);
+  auto status = c.node(first).wait_exit(10s);
+  ASSERT_TRUE(status) << "no exit after SIGTERM\n" << c.diagnostics();
+  EXPECT_EQ(*status, 0);
+  ASSERT_TRUE(c.wait_runs_elsewhere(first, term_ns, 3, 20s)) << c.diagnostics();
+
+  // SIGKILL the new leader: the others take over when its lease runs out.
+  const std::string second = c.leader();
+  ASSERT_NE(second, first);
+  const long long kill_ns = now_ns();
+  c.node(second).signal(SIGKILL);
+  ASSERT_TRUE(c.node(second).wait_exit(5s));
+  ASSERT_TRUE(c.wait_runs_elsewhere(second, kill_ns, 4, 20s)) << c.diagnostics();
+  const std::string third = c.leader();
+  ASSERT_NE(third, second);
+  c.node(third).signal(SIGTERM);
+  EXPECT_EQ(c.node(third).wait_exit(10s), std::optional<int>(0));
+
+  const auto events = c.events();
+  const auto runs = intervals_of(events, {{second, kill_ns}});
+  expect_one_at_a_time(runs);
+
+  // Handover gaps measured on the job runs.
+  auto first_run_after = [&](const std::string& not_node, long long after) -> const interval* {
+    for (const auto& r : runs)
+      if (r.node != not_node && r.start > after) return &r;
+    return nullptr;
+  };
+  auto last_run_before = [&](const std::string& node, long long before) -> const interval* {
+    const interval* last = nullptr;
+    for (const auto& r : runs)
+      if (r.node == node && r.start < before) last = &r;
+    return last;
+  };
+  const auto* term_old = last_run_before(first, term_ns);
+  const auto* term_new = first_run_after(first, term_ns);
+  const auto* kill_old = last_run_before(second, kill_ns);
+  const auto* kill_new = first_run_after(second, kill_ns);
+  ASSERT_TRUE(term_old && term_new && kill_old && kill_new) << c.diagnostics();
+
+  // From the daemon logs: SIGTERM received -> the next leader logs its acquisition.
+  const auto acquired = [&](const std::string& node, std::uint64_t fence) {
+    return log_time(c.daemon_log(node), "leader with fence " + std::to_string(fence));
+  };
+  const auto term_received = log_time(c.daemon_log(first), "received SIGTERM");
+  const auto term_acquired = acquired(term_new->node, term_new->fence);
+  const auto kill_acquired = acquired(kill_new->node, kill_new->fence);
+  ASSERT_TRUE(term_received && term_acquired && kill_acquired) << c.diagnostics();
+
+  const double sigterm_release_to_acquire = ms(*term_acquired - *term_received);
+  const double sigterm_run_gap = ms(term_new->start - term_old->end);
+  const double sigterm_fire_gap = ms(term_new->start - term_old->start);
+  const double sigkill_to_acquire = ms(*kill_acquired - kill_ns);
+  const double sigkill_to_first_run = ms(kill_new->start - kill_ns);
+  const double sigkill_run_gap = ms(kill_new->start - kill_old->end);
+  RecordProperty("sigterm_release_to_acquire_ms", std::to_string(sigterm_release_to_acquire));
+  RecordProperty("sigterm_last_end_to_first_start_ms", std::to_string(sigterm_run_gap));
+  RecordProperty("sigkill_to_acquire_ms", std::to_string(sigkill_to_acquire));
+  RecordProperty("sigkill_last_end_to_first_start_ms", std::to_string(sigkill_run_gap));
+  std::cout << "[ handover ] " << GetParam() << ": SIGTERM: received -> new leader "
+            << sigterm_release_to_acquire << " ms, last run end -> first run start "
+            << sigterm_run_gap << " ms (fire gap " << sigterm_fire_gap
+            << " ms); SIGKILL: kill -> new leader " << sigkill_to_acquire
+            << " ms, kill -> first run " << sigkill_to_first_run
+            << " ms, last run end -> first run start " << sigkill_run_gap << " ms\n";
+
+  const double margin = 700;  // scheduling noise on a loaded 2-core machine
+  EXPECT_LE(sigterm_release_to_acquire, cluster::poll.count() + margin);
+  // The new leader continues the cadence: its first fire is the next slot (or a catch-up now).
+  EXPECT_LE(sigterm_fire_gap, cluster::period.count() + cluster::poll.count() + margin);
+  const double lease_bound =
+      (cluster::ttl + cluster::transition + cluster::poll).count() + 50 /* jitter */ + margin;
+  EXPECT_LE(sigkill_to_acquire, lease_bound);
+  EXPECT_LE(sigkill_to_first_run, lease_bound);
+
+  // Cadence: planned fire times stay on one grid across both handovers, and the starts keep
+  // the period except for at most one catch-up run per failover.
+  std::vector<long long> fires;
+  for (const auto& e : events)
+    if (e.kind == "start") {
+      auto t = baton::parse_rfc3339(e.fire_time);
+      ASSERT_TRUE(t) << e.fire_time;
+      fires.push_back(
+          std::chrono::duration_cast<std::chrono::milliseconds>(t->time_since_epoch()).count());
+    }
+  std::sort(fires.begin(), fires.end());
+  for (std::size_t i = 1; i < fires.size(); ++i) {
+    const long long gap = fires[i] - fires[i - 1];
+    EXPECT_GT(gap, 0) << "fire time repeated";
+    EXPECT_EQ(gap % cluster::period.count(), 0) << "fire " << i << " left the grid: gap " << gap;
+  }
+  int short_gaps = 0;
+  for (std::size_t i = 1; i < runs.size(); ++i)
+    if (runs[i].start - runs[i - 1].start < cluster::period.count() * 800'000LL) ++short_gaps;
+  EXPECT_LE(short_gaps, 2) << "more than one catch-up run per failover";
+}
+
+TEST_P(daemon_cluster, leader_that_loses_its_backend_stops_its_job_before_another_node_starts) {
+  const std::string type = GetParam();
+  cluster c(type, "10");
+  c.start_all();
+  auto started = [&](long long after) -> std::optional<job_event> {
+    for (const auto& e : c.events())
+      if (e.kind == "start" && e.start_ns > after) return e;
+    return std::nullopt;
+  };
+  ASSERT_TRUE(baton::test::wait_until([&] { return started(0).has_value(); }, 30s))
+      << c.diagnostics();
+  const job_event running = *started(0);
+
+  // Cut the backend for longer than the lease (ttl + transition = 2 s), then bring it back.
+  const long long cut_ns = now_ns();
+  long long restored_ns = 0;
+  if (type == "sqlite") {
+    // An EXCLUSIVE transaction held from outside: every node's writes (renewals) block.
+    const std::string path = c.backend().params.at("path");
+    process holder({"/usr/bin/sqlite3", path, ".timeout 5000", "BEGIN EXCLUSIVE;", ".print locked",
+                    ".shell sleep 4", "COMMIT;"},
+                   c.dir() / "sqlite3.out", c.dir() / "sqlite3.err");
+    ASSERT_TRUE(baton::test::wait_until(
+        [&] { return read_file(c.dir() / "sqlite3.out").find("locked") != std::string::npos; },
+        10s))
+        << read_file(c.dir() / "sqlite3.err");
+    ASSERT_EQ(holder.wait_exit(15s), std::optional<int>(0)) << read_file(c.dir() / "sqlite3.err");
+    restored_ns = now_ns();
+  } else {
+    ASSERT_TRUE(baton::test::server_ctl("stop", server_of(type)));
+    std::this_thread::sleep_for(3s);  // the outage itself: longer than the lease
+    ASSERT_TRUE(baton::test::server_ctl("start", server_of(type)));
+    restored_ns = now_ns();
+  }
+
+  // Somebody (maybe the same node, with a new fence) starts the job again.
+  ASSERT_TRUE(baton::test::wait_until([&] { return started(running.start_ns).has_value(); }, 40s))
+      << c.diagnostics();
+  const job_event next = *started(running.start_ns);
+  std::optional<job_event> terminated;
+  for (const auto& e : c.events())
+    if (e.kind == "terminated" && e.node == running.node && e.fence == running.fence)
+      terminated = e;
+  ASSERT_TRUE(terminated) << "the cut-off leader's job was not stopped\n" << c.diagnostics();
+  EXPECT_LT(terminated->end_ns, next.start_ns)
+      << "the new run started before the old one was stopped\n"
+      << c.diagnostics();
+  EXPECT_GT(next.fence, running.fence);
+  const double stop_after_cut = ms(terminated->end_ns - cut_ns);
+  RecordProperty("job_stopped_after_cut_ms", std::to_string(stop_after_cut));
+  RecordProperty("next_start_after_restore_ms", std::to_string(ms(next.start_ns - restored_ns)));
+  std::cout << "[ backend lost ] " << type << ": job stopped " << stop_after_cut
+            << " ms after the cut; next run " << ms(next.start_ns - terminated->end_ns)
+            << " ms after that, " << ms(next.start_ns - restored_ns) << " ms after restore\n";
+  // The leader gives up at its local lease end (at most ttl + transition after the cut).
+  EXPECT_LE(stop_after_cut, (cluster::ttl + cluster::transition).count() + 700);
+
+  for (int n = 1; n <= 3; ++n) c.node("n" + std::to_string(n)).signal(SIGTERM);
+  for (int n = 1; n <= 3; ++n)
+    EXPECT_EQ(c.node("n" + std::to_string(n)).wait_exit(15s), std::optional<int>(0));
+  expect_one_at_a_time(intervals_of(c.events(), {}));
+}
+
+INSTANTIATE_TEST_SUITE_P(backends, daemon_cluster, ::testing::ValuesIn(cluster_backends()),
+                         [](const auto& info) { return info.param; });
+
+}  // namespace

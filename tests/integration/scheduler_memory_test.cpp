@@ -1,0 +1,386 @@
+// Two schedulers (two contender ids) on one in-process memory backend, in real time with short
+// periods: one leader at a time, the cadence carried across a handover, fences that never go
+// down, skips for overlapping fires, stop requests on leadership loss and on shutdown.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <future>
+#include <mutex>
+
+#include <spdlog/sinks/base_sink.h>
+
+#include "baton/mutex/backend.hpp"
+#include "baton/mutex/detail/log.hpp"
+#include "baton/mutex/errc.hpp"
+#include "baton/mutex/memory_store.hpp"
+#include "baton/scheduler/scheduler.hpp"
+#include "support/env.hpp"
+
+namespace baton {
+namespace {
+
+using namespace std::chrono_literals;
+using steady = std::chrono::steady_clock;
+using sys = std::chrono::system_clock;
+
+/// One run as the job saw it.
+struct run_record {
+  std::string node;
+  std::uint64_t fence = 0;
+  sys::time_point fire_time;
+  sys::time_point started_wall;
+  steady::time_point start;
+  steady::time_point end;
+  bool stop_requested = false;  ///< the stop token fired during the run
+};
+
+/// Thread-safe journal of runs, and jobs that write to it.
+class journal {
+ public:
+  /// A job that runs for `length`, or until asked to stop.
+  job_function job(std::string node, std::chrono::milliseconds length) {
+    return [this, node, length](const job_context& ctx) {
+      run_record r;
+      r.node = node;
+      r.fence = ctx.fence;
+      r.fire_time = ctx.fire_time;
+      r.started_wall = sys::now();
+      r.start = steady::now();
+      {
+        std::unique_lock lock(mutex_);
+        ++running_;
+        max_running_ = std::max(max_running_, running_);
+        cv_.wait_for(lock, ctx.stop, length, [] { return false; });
+        --running_;
+      }
+      r.stop_requested = ctx.stop.stop_requested();
+      r.end = steady::now();
+      std::lock_guard lock(mutex_);
+      runs_.push_back(r);
+    };
+  }
+
+  std::vector<run_record> runs() const {
+    std::lock_guard lock(mutex_);
+    auto copy = runs_;
+    std::sort(copy.begin(), copy.end(), [](auto& a, auto& b) { return a.start < b.start; });
+    return copy;
+  }
+  std::size_t count(const std::string& node) const {
+    std::lock_guard lock(mutex_);
+    return std::count_if(runs_.begin(), runs_.end(), [&](auto& r) { return r.node == node; });
+  }
+  int running() const {
+    std::lock_guard lock(mutex_);
+    return running_;
+  }
+  int max_running() const {
+    std::lock_guard lock(mutex_);
+    return max_running_;
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  std::condition_variable_any cv_;
+  std::vector<run_record> runs_;
+  int running_ = 0;
+  int max_running_ = 0;
+};
+
+/// Forwards to a shared store, or fails every request with connection_lost while `cut` is set
+/// (this node lost its backend).
+class cuttable_store final : public lease_store {
+ public:
+  explicit cuttable_store(std::shared_ptr<lease_store> inner) : inner_(std::move(inner)) {}
+  std::atomic<bool> cut{false};
+
+  void async_acquire(const std::string& name, const std::string& owner_id,
+                     std::chrono::milliseconds ttl, std::chrono::milliseconds transition,
+                     grant_handler handler) override {
+    if (cut) return handler(make_error_code(errc::connection_lost), {});
+    inner_->async_acquire(name, owner_id, ttl, transition, std::move(handler));
+  }
+  void async_release(const std::string& name, const std::string& owner_id,
+                     done_handler handler) override {
+    if (cut) return handler(make_error_code(errc::connection_lost));
+    inner_->async_release(name, owner_id, std::move(handler));
+  }
+  void async_read(const std::string& name, grant_handler handler) override {
+    if (cut) return handler(make_error_code(errc::connection_lost), {});
+    inner_->async_read(name, std::move(handler));
+  }
+  void async_read_state(const std::string& name, state_handler handler) override {
+    if (cut) return handler(make_error_code(errc::connection_lost), {});
+    inner_->async_read_state(name, std::move(handler));
+  }
+  void async_write_state(const std::string& name, const std::string& owner_id, std::uint64_t fence,
+                         std::string bytes, done_handler handler) override {
+    if (cut) return handler(make_error_code(errc::connection_lost));
+    inner_->async_write_state(name, owner_id, fence, std::move(bytes), std::move(handler));
+  }
+  std::uint64_t watch(const std::string& name, const std::string& owner_id,
+                      std::function<void()> wake) override {
+    return inner_->watch(name, owner_id, std::move(wake));
+  }
+  void unwatch(std::uint64_t handle) noexcept override { inner_->unwatch(handle); }
+
+ private:
+  std::shared_ptr<lease_store> inner_;
+};
+
+/// Keeps the messages logged on the "baton" logger.
+class capture_sink final : public spdlog::sinks::base_sink<std::mutex> {
+ public:
+  bool contains(const std::string& text) {
+    std::lock_guard lock(mutex_);
+    return std::any_of(lines_.begin(), lines_.end(),
+                       [&](const std::string& l) { return l.find(text) != std::string::npos; });
+  }
+
+ protected:
+  void sink_it_(const spdlog::details::log_msg& msg) override {
+    lines_.emplace_back(msg.payload.data(), msg.payload.size());
+  }
+  void flush_() override {}
+
+ private:
+  std::vector<std::string> lines_;
+};
+
+contend_options short_lease() {
+  contend_options o;
+  o.ttl = 300ms;
+  o.transition = 300ms;
+  o.retry_period = 50ms;
+  o.poll_interval = 50ms;
+  o.max_backoff = 100ms;
+  return o;
+}
+
+/// A lease that survives a busy machine: renewals would have to be 1 s late to lose it.
+contend_options steady_lease() {
+  auto o = short_lease();
+  o.ttl = 1s;
+  o.transition = 1s;
+  return o;
+}
+
+schedule_options every_200ms(job_function job, contend_options lease = steady_lease()) {
+  schedule_options s;
+  s.name = "tick";
+  s.when = every_trigger{200ms};
+  s.job = std::move(job);
+  s.lease = lease;
+  return s;
+}
+
+std::size_t leader_index(const std::vector<scheduler*>& nodes) {
+  for (std::size_t i = 0; i < nodes.size(); ++i)
+    if (nodes[i]->status().at(0).leader) return i;
+  return nodes.size();
+}
+
+/// One node at a time; fences never go down; the cadence is last + k * period; nothing fires
+/// before its planned time.
+void expect_single_leader_cadence(const std::vector<run_record>& runs,
+                                  std::chrono::milliseconds period) {
+  ASSERT_FALSE(runs.empty());
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    const auto& r = runs[i];
+    EXPECT_GE(r.started_wall, r.fire_time) << "run " << i << " started before its fire time";
+    if (i == 0) continue;
+    const auto& prev = runs[i - 1];
+    EXPECT_GE(r.start, prev.end) << "runs " << i - 1 << " and " << i << " overlap";
+    EXPECT_GE(r.fence, prev.fence) << "fence went down at run " << i;
+    const auto step = r.fire_time - prev.fire_time;
+    EXPECT_GE(step, period) << "run " << i;
+    EXPECT_EQ(step % std::chrono::duration_cast<sys::duration>(period), sys::duration::zero())
+        << "run " << i << " is off the cadence";
+  }
+}
+
+class scheduler_memory : public ::testing::Test {
+ protected:
+  scheduler_memory()
+      : store_(std::make_shared<memory_lease_store>()),
+        backend_("memory", rt_, store_, short_lease()) {}
+
+  runtime rt_{runtime::options{2, 1}};
+  std::shared_ptr<memory_lease_store> store_;
+  lease_store_backend backend_;
+  journal journal_;
+};
+
+TEST_F(scheduler_memory, the_other_node_continues_the_cadence_when_the_leader_stops) {
+  scheduler a(backend_, rt_, scheduler_options{2, std::nullopt, "node-a", nullptr});
+  scheduler b(backend_, rt_, scheduler_options{2, std::nullopt, "node-b", nullptr});
+  a.add(every_200ms(journal_.job("node-a", 20ms)));
+  b.add(every_200ms(journal_.job("node-b", 20ms)));
+  a.start();
+  ASSERT_TRUE(test::wait_until([&] { return journal_.count("node-a") >= 3; }, 10s));
+  b.start();
+  // b waits while a leads.
+  ASSERT_TRUE(test::wait_until([&] { return journal_.count("node-a") >= 5; }, 10s));
+  EXPECT_EQ(journal_.count("node-b"), 0u);
+  EXPECT_TRUE(a.status().at(0).leader);
+  EXPECT_FALSE(b.status().at(0).leader);
+
+  const auto stopped = steady::now();
+  a.stop(1s);
+  ASSERT_TRUE(test::wait_until([&] { return journal_.count("node-b") >= 4; }, 10s));
+  b.stop(1s);
+
+  auto runs = journal_.runs();
+  expect_single_leader_cadence(runs, 200ms);
+  EXPECT_EQ(journal_.max_running(), 1);
+  // a's runs, then b's: one handover, with a higher fence.
+  auto first_b = std::find_if(runs.begin(), runs.end(), [](auto& r) { return r.node == "node-b"; });
+  ASSERT_NE(first_b, runs.end());
+  ASSERT_NE(first_b, runs.begin());
+  const auto& last_a = *(first_b - 1);
+  EXPECT_EQ(last_a.node, "node-a");
+  EXPECT_TRUE(std::all_of(first_b, runs.end(), [](auto& r) { return r.node == "node-b"; }));
+  EXPECT_GT(first_b->fence, last_a.fence);
+  // The release lets b take over at once: its first run is the next fire of a's cadence, not
+  // a lease (2 s) later and not a fresh start.
+  EXPECT_EQ(first_b->fire_time - last_a.fire_time, 200ms);
+  EXPECT_LT(first_b->start - stopped, 500ms);
+  auto status = b.status().at(0);
+  EXPECT_EQ(status.runs, journal_.count("node-b"));
+  EXPECT_EQ(status.failures, 0u);
+  EXPECT_EQ(status.skipped_overlap, 0u);
+}
+
+TEST_F(scheduler_memory, only_one_of_two_nodes_fires_when_both_start_together) {
+  scheduler a(backend_, rt_, scheduler_options{2, std::nullopt, "node-a", nullptr});
+  scheduler b(backend_, rt_, scheduler_options{2, std::nullopt, "node-b", nullptr});
+  a.add(every_200ms(journal_.job("node-a", 20ms)));
+  b.add(every_200ms(journal_.job("node-b", 20ms)));
+  a.start();
+  b.start();
+  ASSERT_TRUE(test::wait_until([&] { return journal_.runs().size() >= 6; }, 10s));
+  std::vector<scheduler*> nodes{&a, &b};
+  const auto leader = leader_index(nodes);
+  ASSERT_LT(leader, 2u);
+  nodes[1 - leader]->stop(1s);  // the follower first, so that nobody takes over
+  nodes[leader]->stop(1s);
+  auto runs = journal_.runs();
+  expect_single_leader_cadence(runs, 200ms);
+  const std::string name = leader == 0 ? "node-a" : "node-b";
+  EXPECT_TRUE(std::all_of(runs.begin(), runs.end(), [&](auto& r) { return r.node == name; }));
+}
+
+TEST_F(scheduler_memory, a_job_longer_than_the_period_causes_counted_skips) {
+  scheduler a(backend_, rt_, scheduler_options{2, std::nullopt, "node-a", nullptr});
+  a.add(every_200ms(journal_.job("node-a", 500ms)));
+  a.start();
+  ASSERT_TRUE(test::wait_until([&] { return journal_.count("node-a") >= 3; }, 10s));
+  const auto status = a.status().at(0);
+  a.stop(1s);
+  // Runs at 0, 600, 1200 ms...: the fires at 200 and 400 ms of each run are skipped.
+  EXPECT_GE(status.skipped_overlap, 4u);
+  EXPECT_EQ(journal_.max_running(), 1);
+  auto runs = journal_.runs();
+  expect_single_leader_cadence(runs, 200ms);
+  for (std::size_t i = 1; i < runs.size(); ++i)
+    EXPECT_EQ(runs[i].fire_time - runs[i - 1].fire_time, 600ms) << i;
+}
+
+TEST_F(scheduler_memory, stop_asks_the_running_job_to_stop_and_waits_for_it) {
+  scheduler a(backend_, rt_, scheduler_options{2, std::nullopt, "node-a", nullptr});
+  a.add(every_200ms(journal_.job("node-a", 60s)));
+  a.start();
+  ASSERT_TRUE(test::wait_until([&] { return journal_.running() == 1; }, 10s));
+  const auto before = steady::now();
+  a.stop(5s);
+  EXPECT_LT(steady::now() - before, 3s);
+  auto runs = journal_.runs();
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_TRUE(runs[0].stop_requested);
+  EXPECT_EQ(backend_.read_owner("tick").owner_id, "");  // released
+}
+
+TEST_F(scheduler_memory, a_node_that_loses_its_backend_stops_its_job_before_the_other_takes_over) {
+  auto cut_store = std::make_shared<cuttable_store>(store_);
+  lease_store_backend cut_backend("memory", rt_, cut_store, short_lease());
+  auto sink = std::make_shared<capture_sink>();
+  detail::log().sinks().push_back(sink);
+
+  scheduler a(cut_backend, rt_, scheduler_options{2, std::nullopt, "node-a", nullptr});
+  scheduler b(backend_, rt_, scheduler_options{2, std::nullopt, "node-b", nullptr});
+  // Renewals from 300 ms on; the job is asked to stop 400 ms before the local lease ends; b
+  // may acquire only 1 s after a's last renewal.
+  auto lease = short_lease();
+  lease.transition = 700ms;
+  auto sa = every_200ms(journal_.job("node-a", 60s), lease);  // runs until asked to stop
+  sa.stop_grace = 400ms;
+  a.add(std::move(sa));
+  b.add(every_200ms(journal_.job("node-b", 20ms), lease));
+  a.start();
+  ASSERT_TRUE(test::wait_until([&] { return journal_.running() == 1; }, 10s));
+  b.start();
+  cut_store->cut = true;  // a can no longer renew
+  ASSERT_TRUE(test::wait_until([&] { return journal_.count("node-b") >= 2; }, 10s));
+  EXPECT_FALSE(a.status().at(0).leader);
+  a.stop(1s);
+  b.stop(1s);
+
+  auto runs = journal_.runs();
+  ASSERT_GE(runs.size(), 3u);
+  EXPECT_EQ(runs[0].node, "node-a");
+  EXPECT_TRUE(runs[0].stop_requested);
+  EXPECT_EQ(runs[1].node, "node-b");
+  EXPECT_GE(runs[1].start, runs[0].end) << "b started while a's job still ran";
+  EXPECT_GT(runs[1].fence, runs[0].fence);
+  expect_single_leader_cadence(runs, 200ms);
+  EXPECT_TRUE(sink->contains("the lease was not renewed in time"));
+  auto& sinks = detail::log().sinks();
+  sinks.erase(std::remove(sinks.begin(), sinks.end(), sink), sinks.end());
+}
+
+TEST_F(scheduler_memory, a_job_that_throws_is_counted_as_a_failure_and_the_cadence_goes_on) {
+  scheduler a(backend_, rt_, scheduler_options{1, std::nullopt, "node-a", nullptr});
+  std::atomic<int> calls{0};
+  auto s = every_200ms([&](const job_context&) {
+    ++calls;
+    throw std::runtime_error("boom");
+  });
+  a.add(std::move(s));
+  a.start();
+  ASSERT_TRUE(test::wait_until([&] { return a.status().at(0).failures >= 3; }, 10s));
+  a.stop(1s);
+  EXPECT_GE(calls.load(), 3);
+  EXPECT_EQ(a.status().at(0).runs, static_cast<std::uint64_t>(calls.load()));
+}
+
+TEST_F(scheduler_memory, a_new_leader_waits_for_the_recorded_cadence) {
+  // A previous leader recorded a fire 100 ms ago on an `every 1s` schedule.
+  auto seed = backend_.make_contend_service("slow", nullptr, short_lease(), "seed");
+  const auto last = std::chrono::time_point_cast<std::chrono::milliseconds>(sys::now()) - 100ms;
+  ASSERT_TRUE(seed->start());
+  ASSERT_TRUE(test::wait_until([&] { return seed->is_owner(); }, 5s));
+  std::promise<std::error_code> written;
+  seed->async_write_state(
+      "v1 " + std::to_string(last.time_since_epoch().count()) + " " + std::to_string(seed->fence()),
+      [&](std::error_code ec) { written.set_value(ec); });
+  ASSERT_FALSE(written.get_future().get());
+  ASSERT_TRUE(seed->stop_and_wait(2s));
+
+  scheduler a(backend_, rt_, scheduler_options{1, std::nullopt, "node-a", nullptr});
+  schedule_options s;
+  s.name = "slow";
+  s.when = every_trigger{1s};
+  s.job = journal_.job("node-a", 1ms);
+  a.add(std::move(s));
+  a.start();
+  ASSERT_TRUE(test::wait_until([&] { return journal_.count("node-a") >= 1; }, 5s));
+  a.stop(1s);
+  auto runs = journal_.runs();
+  EXPECT_EQ(runs[0].fire_time, last + 1s);
+  EXPECT_GE(runs[0].started_wall, last + 1s);
+}
+
+}  // namespace
+}  // namespace baton

@@ -1,0 +1,568 @@
+// The daemon's JSON config: every error names the file and JSON path; all errors come at once.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "baton/backends/factory.hpp"
+#include "baton/config/config.hpp"
+#include "baton/config/duration.hpp"
+#include "support/env.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+using baton::config::config_error;
+using baton::config::daemon_config;
+using ::testing::AllOf;
+using ::testing::Contains;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::SizeIs;
+
+const char* const minimal_backend = R"("backend": {"type": "memory"})";
+
+baton::config::env_lookup fake_env(std::map<std::string, std::string> vars) {
+  return [vars = std::move(vars)](const std::string& name) -> std::optional<std::string> {
+    auto it = vars.find(name);
+    if (it == vars.end()) return std::nullopt;
+    return it->second;
+  };
+}
+
+daemon_config parse(const std::string& text, std::map<std::string, std::string> env = {}) {
+  return baton::config::parse_config(text, "test.json", "/etc/baton", fake_env(std::move(env)));
+}
+
+// The messages of the config_error that parsing `text` throws (fails the test if none).
+std::vector<std::string> errors_of(const std::string& text,
+                                   std::map<std::string, std::string> env = {}) {
+  try {
+    parse(text, std::move(env));
+  } catch (const config_error& e) {
+    EXPECT_FALSE(e.errors().empty());
+    return e.errors();
+  }
+  ADD_FAILURE() << "no config_error for:\n" << text;
+  return {};
+}
+
+// A config with one schedule whose body is `schedule` (without braces).
+std::string with_schedule(const std::string& schedule, const std::string& extra = "") {
+  return std::string("{") + minimal_backend + extra + R"(, "schedules": [{)" + schedule + "}]}";
+}
+
+std::string one_error(const std::string& text) {
+  auto errors = errors_of(text);
+  EXPECT_THAT(errors, SizeIs(1));
+  return errors.empty() ? std::string() : errors.front();
+}
+
+// ---------------------------------------------------------------------------------------------
+// durations
+
+TEST(config_duration, accepts_whole_numbers_with_a_unit) {
+  using baton::config::parse_duration;
+  EXPECT_EQ(parse_duration("250ms"), 250ms);
+  EXPECT_EQ(parse_duration("10s"), 10s);
+  EXPECT_EQ(parse_duration("5m"), 5min);
+  EXPECT_EQ(parse_duration("2h"), 2h);
+  EXPECT_EQ(parse_duration("1d"), 24h);
+  EXPECT_EQ(parse_duration("0s"), 0ms);
+}
+
+TEST(config_duration, rejects_bare_numbers_signs_spaces_fractions_and_compounds) {
+  using baton::config::parse_duration;
+  for (const char* bad : {"10", "-5s", "+5s", "5 s", " 5s", "5s ", "1.5s", "1h30m", "5x", "s", "",
+                          "5S", "5sec", "99999999999999999d"})
+    EXPECT_EQ(parse_duration(bad), std::nullopt) << bad;
+}
+
+TEST(config_duration, formats_with_the_largest_exact_unit) {
+  using baton::config::format_duration;
+  EXPECT_EQ(format_duration(0ms), "0s");
+  EXPECT_EQ(format_duration(1500ms), "1500ms");
+  EXPECT_EQ(format_duration(90s), "90s");
+  EXPECT_EQ(format_duration(2h), "2h");
+  EXPECT_EQ(format_duration(48h), "2d");
+}
+
+// ---------------------------------------------------------------------------------------------
+// a valid config
+
+TEST(config, full_config_round_trips_into_typed_options) {
+  const std::string text = R"({
+    "backend": {"type": "sqlite", "path": "state/baton.db", "table": "locks",
+                "create_table": false, "pool_size": 2, "poll_interval": "200ms",
+                "statement_timeout": "1s"},
+    "lease": {"ttl": "4s", "transition": "2s", "retry_period": "500ms", "poll_interval": "250ms",
+              "drift_margin": "100ms", "max_backoff": "2s", "stop_grace": "800ms"},
+    "kill_grace": "500ms",
+    "log_level": "debug",
+    "schedules": [
+      {"name": "heartbeat", "every": "5s", "mode": "fixed_delay", "initial_delay": "1s",
+       "command": ["scripts/heartbeat.sh", "--verbose"], "env": {"COLOR": "blue"},
+       "timeout": "3s", "kill_grace": "250ms", "misfire": "skip",
+       "lease": {"ttl": "8s", "stop_grace": "1s"}},
+      {"name": "nightly-report", "cron": "0 3 * * *", "time_zone": "Europe/Berlin",
+       "command": ["date"]}
+    ]
+  })";
+  const auto c = parse(text);
+  EXPECT_EQ(c.source, "test.json");
+  EXPECT_EQ(c.backend.type, "sqlite");
+  EXPECT_EQ(c.backend.params.at("path"), "/etc/baton/state/baton.db");
+  EXPECT_EQ(c.backend.params.at("table"), "locks");
+  EXPECT_EQ(c.backend.params.at("create_table"), "false");
+  EXPECT_EQ(c.backend.params.at("pool_size"), "2");
+  EXPECT_EQ(c.backend.params.at("poll_interval"), "200ms");
+  EXPECT_EQ(c.backend.params.at("statement_timeout"), "1s");
+  EXPECT_EQ(c.log_level, "debug");
+  EXPECT_EQ(c.kill_grace, 500ms);
+  ASSERT_THAT(c.schedules, SizeIs(2));
+
+  const auto& hb = c.schedules[0];
+  EXPECT_EQ(hb.name, "heartbeat");
+  EXPECT_EQ(hb.path, "/schedules/0");
+  const auto& every = std::get<baton::every_trigger>(hb.when);
+  EXPECT_EQ(every.period, 5s);
+  EXPECT_EQ(every.mode, baton::every_mode::fixed_delay);
+  EXPECT_EQ(every.initial_delay, 1s);
+  EXPECT_THAT(hb.command, ElementsAre("/etc/baton/scripts/heartbeat.sh", "--verbose"));
+  EXPECT_EQ(hb.env.at("COLOR"), "blue");
+  EXPECT_EQ(hb.timeout, 3s);
+  EXPECT_EQ(hb.kill_grace, 250ms);
+  EXPECT_EQ(hb.misfire, baton::misfire_policy::skip);
+
+  const baton::contend_options backend_defaults{};
+  const auto lease = c.lease_for(hb, backend_defaults);
+  EXPECT_EQ(lease.ttl, 8s);  // the schedule's own
+  EXPECT_EQ(lease.transition, 2s);
+  EXPECT_EQ(lease.retry_period, 500ms);
+  EXPECT_EQ(lease.poll_interval, 250ms);
+  EXPECT_EQ(lease.drift_margin, 100ms);
+  EXPECT_EQ(lease.max_backoff, 2s);
+  EXPECT_EQ(c.stop_grace_for(hb, backend_defaults), 1s);
+  EXPECT_EQ(c.kill_grace_for(hb, backend_defaults), 250ms);
+
+  const auto& report = c.schedules[1];
+  const auto& cron = std::get<baton::cron_trigger>(report.when).expression;
+  EXPECT_EQ(cron.text(), "0 3 * * *");
+  EXPECT_EQ(cron.time_zone(), "Europe/Berlin");
+  EXPECT_THAT(report.command, ElementsAre("date"));  // bare names are looked up in PATH
+  EXPECT_EQ(report.timeout, 0ms);
+  EXPECT_EQ(report.misfire, baton::misfire_policy::run_once);
+  EXPECT_EQ(c.stop_grace_for(report, backend_defaults), 800ms);
+  EXPECT_EQ(c.kill_grace_for(report, backend_defaults), 500ms);  // the top-level one
+
+  auto opts = baton::config::make_schedule_options(c, hb, backend_defaults);
+  EXPECT_EQ(opts.name, "heartbeat");
+  EXPECT_TRUE(opts.job);
+  ASSERT_TRUE(opts.lease);
+  EXPECT_EQ(opts.lease->ttl, 8s);
+  EXPECT_EQ(opts.stop_grace, 1s);
+  EXPECT_EQ(opts.timeout, 3s);
+  EXPECT_EQ(opts.misfire, baton::misfire_policy::skip);
+  auto sched = baton::config::make_scheduler_options(c, backend_defaults, "node-1");
+  EXPECT_EQ(sched.contender_id, "node-1");
+  ASSERT_TRUE(sched.lease);
+  EXPECT_EQ(sched.lease->ttl, 4s);
+  EXPECT_GE(sched.job_threads, 2u);
+}
+
+TEST(config, defaults_are_the_backend_defaults_and_kill_grace_follows_stop_grace) {
+  const auto c = parse(with_schedule(R"("name": "a", "every": "1m", "command": ["/bin/true"])"));
+  EXPECT_EQ(c.log_level, "info");
+  EXPECT_FALSE(c.kill_grace);
+  baton::contend_options backend_defaults;
+  backend_defaults.poll_interval = 123ms;
+  const auto& s = c.schedules.at(0);
+  EXPECT_EQ(c.lease_for(s, backend_defaults).poll_interval, 123ms);
+  EXPECT_EQ(c.lease_for(s, backend_defaults).ttl, backend_defaults.ttl);
+  // Unset kill_grace: a command ignoring SIGTERM is killed by the time the lease would end.
+  EXPECT_EQ(c.kill_grace_for(s, backend_defaults), c.stop_grace_for(s, backend_defaults));
+  EXPECT_GT(c.stop_grace_for(s, backend_defaults), 0ms);
+  EXPECT_EQ(std::get<baton::cron_trigger>(
+                parse(with_schedule(R"("name": "c", "cron": "0 3 * * *", "command": ["x"])"))
+                    .schedules[0]
+                    .when)
+                .expression.time_zone(),
+            "UTC");
+}
+
+TEST(config, every_backend_type_takes_its_parameters_as_strings) {
+  auto backend = [](const std::string& b) {
+    return parse(std::string("{\"backend\": ") + b +
+                 R"(, "schedules": [{"name": "a", "every": "1s", "command": ["x"]}]})")
+        .backend;
+  };
+  auto available = baton::available_backends();
+  auto has = [&](const char* t) {
+    return std::find(available.begin(), available.end(), t) != available.end();
+  };
+  if (has("postgresql")) {
+    auto pg = backend(R"({"type": "postgresql", "connection": "dbname=x host=h"})");
+    EXPECT_EQ(pg.params.at("connection"), "dbname=x host=h");
+  }
+  if (has("redis")) {
+    auto redis = backend(R"({"type": "redis", "url": "redis://h:1", "key_prefix": "p:",
+                            "poll_interval": "250ms", "connect_timeout": "2s",
+                            "command_timeout": "1s"})");
+    EXPECT_EQ(redis.params.at("url"), "redis://h:1");
+    EXPECT_EQ(redis.params.at("command_timeout"), "1s");
+  }
+  if (has("zookeeper")) {
+    auto zk = backend(R"({"type": "zookeeper", "hosts": "h:2181", "session_timeout": "4s",
+                         "username": "u", "password": "p", "root": "/baton"})");
+    EXPECT_EQ(zk.params.at("session_timeout"), "4s");
+    EXPECT_EQ(zk.params.at("root"), "/baton");
+  }
+  EXPECT_EQ(backend(R"({"type": "sqlite", "path": "/abs/x.db"})").params.at("path"), "/abs/x.db");
+  EXPECT_EQ(backend(R"({"type": "sqlite", "path": ":memory:"})").params.at("path"), ":memory:");
+  EXPECT_TRUE(backend(R"({"type": "memory"})").params.empty());
+}
+
+TEST(config, load_config_resolves_relative_paths_against_the_file_directory) {
+  const auto dir = std::filesystem::path(baton::test::temp_dir("config"));
+  std::filesystem::create_directories(dir / "conf");
+  const auto file = dir / "conf" / "baton.json";
+  std::ofstream(file) << R"({"backend": {"type": "sqlite", "path": "../data/b.db"},
+    "schedules": [{"name": "a", "every": "1s", "command": ["./run.sh", "x/y"]}]})";
+  const auto c = baton::config::load_config(file);
+  EXPECT_EQ(c.source, file.string());
+  EXPECT_EQ(c.backend.params.at("path"), (dir / "data" / "b.db").string());
+  EXPECT_THAT(c.schedules.at(0).command, ElementsAre((dir / "conf" / "run.sh").string(), "x/y"));
+}
+
+TEST(config, missing_or_unreadable_file_is_an_error_naming_it) {
+  try {
+    baton::config::load_config("/nonexistent/baton.json");
+    FAIL() << "no error";
+  } catch (const config_error& e) {
+    EXPECT_THAT(e.what(), AllOf(HasSubstr("/nonexistent/baton.json"), HasSubstr("cannot read")));
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// environment substitution
+
+TEST(config_env, whole_and_embedded_references_take_values_from_the_environment) {
+  const auto c = parse(
+      R"({"backend": {"type": "sqlite", "path": "${DB_PATH}"},
+         "schedules": [{"name": "a", "every": "${PERIOD}",
+           "command": ["/bin/echo", "user=${USER_NAME}!", "$${LITERAL}", "cost $5"],
+           "env": {"TOKEN": "${SECRET}"}}]})",
+      {{"DB_PATH", "/var/lib/baton.db"},
+       {"PERIOD", "5s"},
+       {"USER_NAME", "ann"},
+       {"SECRET", "s3cr3t"}});
+  EXPECT_EQ(c.backend.params.at("path"), "/var/lib/baton.db");
+  EXPECT_EQ(std::get<baton::every_trigger>(c.schedules[0].when).period, 5s);
+  EXPECT_THAT(c.schedules[0].command,
+              ElementsAre("/bin/echo", "user=ann!", "${LITERAL}", "cost $5"));
+  EXPECT_EQ(c.schedules[0].env.at("TOKEN"), "s3cr3t");
+}
+
+TEST(config_env, unset_variable_names_the_path_and_the_variable) {
+  auto error = one_error(
+      R"({"backend": {"type": "postgresql", "connection": "password=${PG_PASSWORD} host=h"},
+         "schedules": [{"name": "a", "every": "1s", "command": ["x"]}]})");
+  EXPECT_THAT(error, AllOf(HasSubstr("test.json: /backend/connection:"),
+                           HasSubstr("PG_PASSWORD is not set")));
+}
+
+TEST(config_env, malformed_references_are_errors) {
+  EXPECT_THAT(one_error(with_schedule(R"("name": "a", "every": "1s", "command": ["${X"])")),
+              AllOf(HasSubstr("/schedules/0/command/0:"), HasSubstr("unterminated")));
+  EXPECT_THAT(one_error(with_schedule(R"("name": "a", "every": "1s", "command": ["${1X}"])")),
+              AllOf(HasSubstr("/schedules/0/command/0:"), HasSubstr("not a variable reference")));
+}
+
+// ---------------------------------------------------------------------------------------------
+// one error per class, each naming file and JSON path
+
+TEST(config_errors, json_syntax_error_gives_line_and_column) {
+  auto error = one_error("{\n  \"backend\": {\"type\": \"memory\"},\n  \"schedules\": [,]\n}");
+  EXPECT_THAT(error, AllOf(HasSubstr("test.json:"), HasSubstr("line 3, column")));
+}
+
+TEST(config_errors, top_level_must_be_an_object) {
+  EXPECT_THAT(one_error("[1, 2]"), AllOf(HasSubstr("test.json: /:"), HasSubstr("found an array")));
+}
+
+TEST(config_errors, unknown_keys_are_named_with_a_suggestion) {
+  auto errors = errors_of(std::string("{") + minimal_backend + R"(, "leese": {},
+    "schedules": [{"name": "a", "evrey": "1s", "every": "1s", "command": ["x"]}]})");
+  EXPECT_THAT(errors, Contains(AllOf(HasSubstr("test.json: /leese: unknown key \"leese\""),
+                                     HasSubstr("did you mean \"lease\"?"))));
+  EXPECT_THAT(errors, Contains(AllOf(HasSubstr("/schedules/0/evrey: unknown key"),
+                                     HasSubstr("did you mean \"every\"?"))));
+  EXPECT_THAT(one_error(with_schedule(R"("name": "a", "every": "1s", "command": ["x"])",
+                                      R"(, "lease": {"ttl": "1s", "tll": "2s"})")),
+              HasSubstr("/lease/tll: unknown key"));
+  EXPECT_THAT(one_error(R"({"backend": {"type": "sqlite", "path": "x", "url": "y"},
+                           "schedules": [{"name": "a", "every": "1s", "command": ["x"]}]})"),
+              HasSubstr("/backend/url: unknown key"));
+}
+
+TEST(config_errors, duplicate_keys_are_errors) {
+  auto errors = errors_of(with_schedule(R"("name": "a", "every": "1s", "every": "2s",
+                                           "command": ["x"])"));
+  EXPECT_THAT(errors, ElementsAre(AllOf(HasSubstr("test.json: /schedules/0/every:"),
+                                        HasSubstr("duplicate key"))));
+}
+
+TEST(config_errors, wrong_types_name_the_expected_type) {
+  EXPECT_THAT(
+      one_error(with_schedule(R"("name": 7, "every": "1s", "command": ["x"])")),
+      AllOf(HasSubstr("/schedules/0/name:"), HasSubstr("expected a string, found a number")));
+  EXPECT_THAT(one_error(with_schedule(R"("name": "a", "every": 5, "command": ["x"])")),
+              AllOf(HasSubstr("/schedules/0/every:"), HasSubstr("expected a duration string")));
+  EXPECT_THAT(one_error(with_schedule(R"("name": "a", "every": "1s", "command": "ls -l")")),
+              AllOf(HasSubstr("/schedules/0/command:"), HasSubstr("expected an array of strings")));
+  EXPECT_THAT(one_error(with_schedule(R"("name": "a", "every": "1s", "command": ["ls", 1])")),
+              HasSubstr("/schedules/0/command/1: expected a string, found a number"));
+  EXPECT_THAT(one_error(with_schedule(R"("name": "a", "every": "1s", "command": ["x"],
+                                         "env": {"PORT": 8080})")),
+              AllOf(HasSubstr("/schedules/0/env/PORT:"), HasSubstr("quote it")));
+  EXPECT_THAT(one_error(with_schedule(R"("name": "a", "every": "1s", "command": ["x"])",
+                                      R"(, "lease": "10s")")),
+              HasSubstr("/lease: expected an object, found a string"));
+  EXPECT_THAT(one_error(std::string("{") + minimal_backend + R"(, "schedules": {}})"),
+              HasSubstr("/schedules: expected an array"));
+  EXPECT_THAT(one_error(R"({"backend": {"type": "sqlite", "path": "x", "create_table": "yes"},
+                           "schedules": [{"name": "a", "every": "1s", "command": ["x"]}]})"),
+              HasSubstr("/backend/create_table: expected true or false"));
+  EXPECT_THAT(one_error(R"({"backend": {"type": "sqlite", "path": "x", "pool_size": -1},
+                           "schedules": [{"name": "a", "every": "1s", "command": ["x"]}]})"),
+              HasSubstr("/backend/pool_size: expected a positive whole number"));
+}
+
+TEST(config_errors, bad_durations_say_which_forms_are_accepted) {
+  EXPECT_EQ(one_error(with_schedule(R"("name": "a", "every": "5x", "command": ["x"])")),
+            "test.json: /schedules/0/every: invalid duration \"5x\" (use 250ms, 10s, 5m, 2h, 1d)");
+  EXPECT_THAT(one_error(with_schedule(R"("name": "a", "every": "1s", "command": ["x"],
+                                         "timeout": "1.5s")")),
+              HasSubstr("/schedules/0/timeout: invalid duration \"1.5s\""));
+  EXPECT_THAT(one_error(with_schedule(R"("name": "a", "every": "1s", "command": ["x"])",
+                                      R"(, "lease": {"ttl": "-5s"})")),
+              HasSubstr("/lease/ttl: invalid duration \"-5s\""));
+  EXPECT_THAT(one_error(with_schedule(R"("name": "a", "every": "1s", "command": ["x"])",
+                                      R"(, "kill_grace": "10")")),
+              HasSubstr("/kill_grace: invalid duration \"10\""));
+  EXPECT_THAT(one_error(R"({"backend": {"type": "sqlite", "path": "x", "poll_interval": "5 s"},
+                           "schedules": [{"name": "a", "every": "1s", "command": ["x"]}]})"),
+              HasSubstr("/backend/poll_interval: invalid duration \"5 s\""));
+}
+
+TEST(config_errors, bad_cron_expression_uses_the_parser_message) {
+  auto error = one_error(with_schedule(R"("name": "a", "cron": "0 25 * * *", "command": ["x"])"));
+  EXPECT_THAT(
+      error, AllOf(HasSubstr("test.json: /schedules/0/cron:"), HasSubstr("hour"), HasSubstr("25")));
+  EXPECT_THAT(one_error(with_schedule(R"("name": "a", "cron": "* * *", "command": ["x"])")),
+              HasSubstr("/schedules/0/cron:"));
+}
+
+TEST(config_errors, unknown_time_zone_is_named) {
+  auto error = one_error(with_schedule(
+      R"("name": "a", "cron": "0 3 * * *", "time_zone": "Mars/Base", "command": ["x"])"));
+  EXPECT_THAT(error, AllOf(HasSubstr("/schedules/0/time_zone:"), HasSubstr("Mars/Base")));
+}
+
+TEST(config_errors, invalid_and_duplicate_schedule_names) {
+  EXPECT_THAT(one_error(with_schedule(R"("name": "my job", "every": "1s", "command": ["x"])")),
+              AllOf(HasSubstr("/schedules/0/name: invalid schedule name \"my job\""),
+                    HasSubstr("only A-Z a-z 0-9 . _ - are allowed")));
+  EXPECT_THAT(one_error(with_schedule(R"("name": "", "every": "1s", "command": ["x"])")),
+              HasSubstr("/schedules/0/name: invalid schedule name \"\": mutex name is empty"));
+  auto error = one_error(std::string("{") + minimal_backend + R"(, "schedules": [
+      {"name": "a", "every": "1s", "command": ["x"]},
+      {"name": "b", "every": "1s", "command": ["x"]},
+      {"name": "a", "every": "2s", "command": ["y"]}]})");
+  EXPECT_EQ(error,
+            "test.json: /schedules/2/name: duplicate schedule name \"a\" (also at "
+            "/schedules/0/name)");
+}
+
+TEST(config_errors, empty_commands) {
+  EXPECT_THAT(one_error(with_schedule(R"("name": "a", "every": "1s", "command": [])")),
+              HasSubstr("/schedules/0/command: is empty"));
+  EXPECT_THAT(one_error(with_schedule(R"("name": "a", "every": "1s", "command": [""])")),
+              HasSubstr("/schedules/0/command/0: the program must not be empty"));
+}
+
+TEST(config_errors, missing_backend_and_missing_required_fields) {
+  EXPECT_THAT(one_error(R"({"schedules": [{"name": "a", "every": "1s", "command": ["x"]}]})"),
+              AllOf(HasSubstr("test.json: /backend: missing"), HasSubstr("\"type\": \"sqlite\"")));
+  EXPECT_THAT(one_error(R"({"backend": {}, "schedules": [{"name": "a", "every": "1s",
+                           "command": ["x"]}]})"),
+              HasSubstr("/backend/type: missing"));
+  EXPECT_THAT(one_error(R"({"backend": {"type": "sqlite"}, "schedules": [{"name": "a",
+                           "every": "1s", "command": ["x"]}]})"),
+              HasSubstr("/backend/path: missing"));
+  EXPECT_THAT(
+      one_error(R"({"backend": {"type": "oracle"}, "schedules": [{"name": "a",
+                           "every": "1s", "command": ["x"]}]})"),
+      AllOf(HasSubstr("/backend/type: unknown backend type \"oracle\""), HasSubstr("sqlite")));
+  EXPECT_THAT(one_error(std::string("{") + minimal_backend + "}"),
+              HasSubstr("/schedules: missing"));
+  EXPECT_THAT(one_error(std::string("{") + minimal_backend + R"(, "schedules": []})"),
+              HasSubstr("/schedules: is empty"));
+  EXPECT_THAT(one_error(with_schedule(R"("every": "1s", "command": ["x"])")),
+              HasSubstr("/schedules/0/name: missing"));
+  EXPECT_THAT(one_error(with_schedule(R"("name": "a", "every": "1s")")),
+              HasSubstr("/schedules/0/command: missing"));
+  EXPECT_THAT(one_error(with_schedule(R"("name": "a", "command": ["x"])")),
+              HasSubstr("/schedules/0: missing trigger"));
+}
+
+TEST(config_errors, trigger_fields_must_match_the_trigger) {
+  EXPECT_THAT(one_error(with_schedule(
+                  R"("name": "a", "every": "1s", "cron": "* * * * *", "command": ["x"])")),
+              HasSubstr("/schedules/0: both \"every\" and \"cron\" are set"));
+  EXPECT_THAT(one_error(with_schedule(
+                  R"("name": "a", "cron": "* * * * *", "mode": "fixed_rate", "command": ["x"])")),
+              HasSubstr("/schedules/0/mode: \"mode\" applies only to \"every\" schedules"));
+  EXPECT_THAT(one_error(with_schedule(
+                  R"("name": "a", "cron": "* * * * *", "initial_delay": "1s", "command": ["x"])")),
+              HasSubstr("/schedules/0/initial_delay: \"initial_delay\" applies only"));
+  EXPECT_THAT(one_error(with_schedule(
+                  R"("name": "a", "every": "1s", "time_zone": "UTC", "command": ["x"])")),
+              HasSubstr("/schedules/0/time_zone: \"time_zone\" applies only to \"cron\""));
+  EXPECT_THAT(
+      one_error(with_schedule(R"("name": "a", "every": "1s", "mode": "fixed", "command": ["x"])")),
+      HasSubstr("/schedules/0/mode: invalid value \"fixed\" (expected one of "
+                "\"fixed_rate\", \"fixed_delay\")"));
+  EXPECT_THAT(
+      one_error(with_schedule(R"("name": "a", "every": "1s", "misfire": "all", "command": ["x"])")),
+      HasSubstr("/schedules/0/misfire: invalid value \"all\""));
+  EXPECT_THAT(one_error(with_schedule(R"("name": "a", "every": "0s", "command": ["x"])")),
+              HasSubstr("/schedules/0/every: must be greater than 0s"));
+  EXPECT_THAT(one_error(with_schedule(R"("name": "a", "every": "1s", "timeout": "0s",
+                                         "command": ["x"])")),
+              HasSubstr("/schedules/0/timeout: must be greater than 0s"));
+}
+
+TEST(config_errors, reserved_environment_names) {
+  EXPECT_THAT(one_error(with_schedule(R"("name": "a", "every": "1s", "command": ["x"],
+                                         "env": {"BATON_FENCING_TOKEN": "1"})")),
+              HasSubstr("/schedules/0/env/BATON_FENCING_TOKEN: \"BATON_FENCING_TOKEN\" is set by "
+                        "baton"));
+}
+
+TEST(config_errors, bad_log_level) {
+  EXPECT_THAT(one_error(with_schedule(R"("name": "a", "every": "1s", "command": ["x"])",
+                                      R"(, "log_level": "verbose")")),
+              HasSubstr("/log_level: invalid value \"verbose\""));
+}
+
+// ---------------------------------------------------------------------------------------------
+// cross-field rules
+
+std::string lease_error(const std::string& lease, const std::string& extra = "") {
+  return one_error(with_schedule(R"("name": "a", "every": "1s", "command": ["x"])",
+                                 R"(, "lease": )" + lease + extra));
+}
+
+TEST(config_lease, ttl_must_be_positive) {
+  EXPECT_THAT(lease_error(R"({"ttl": "0s"})"),
+              HasSubstr("/lease/ttl: ttl must be greater than 0s"));
+}
+
+TEST(config_lease, retry_period_must_be_below_ttl) {
+  EXPECT_THAT(lease_error(R"({"ttl": "1s", "transition": "1s", "retry_period": "2s"})"),
+              AllOf(HasSubstr("/lease/retry_period: retry_period (2s) must be less than ttl (1s)"),
+                    HasSubstr("lower retry_period or raise ttl")));
+  // With the default retry_period (1s), a small ttl names the ttl.
+  EXPECT_THAT(lease_error(R"({"ttl": "500ms", "transition": "1s"})"),
+              HasSubstr("/lease/ttl: retry_period (1s) must be less than ttl (500ms)"));
+}
+
+TEST(config_lease, poll_interval_must_be_positive) {
+  EXPECT_THAT(lease_error(R"({"poll_interval": "0ms"})"),
+              HasSubstr("/lease/poll_interval: poll_interval must be greater than 0s"));
+}
+
+TEST(config_lease, stop_grace_must_leave_room_before_the_lease_ends) {
+  EXPECT_THAT(lease_error(R"({"ttl": "4s", "transition": "2s", "stop_grace": "3s"})"),
+              AllOf(HasSubstr("/lease/stop_grace: stop_grace (3s) must be less than transition - "
+                              "drift margin"),
+                    HasSubstr("lower stop_grace or raise transition")));
+  EXPECT_THAT(lease_error(R"({"ttl": "4s", "transition": "0s"})"),
+              AllOf(HasSubstr("/lease/transition: transition (0s) must be greater than the drift "
+                              "margin"),
+                    HasSubstr("raise transition")));
+}
+
+TEST(config_lease, max_backoff_and_drift_margin) {
+  EXPECT_THAT(lease_error(R"({"ttl": "20s", "retry_period": "6s"})"),
+              HasSubstr("/lease: max_backoff (5s) must be at least retry_period (6s)"));
+  EXPECT_THAT(lease_error(R"({"ttl": "1s", "transition": "1s", "retry_period": "100ms",
+                             "drift_margin": "2s"})"),
+              HasSubstr("/lease/drift_margin: drift_margin (2s) must be less than ttl + "
+                        "transition (2s)"));
+}
+
+TEST(config_lease, kill_grace_must_not_outlast_stop_grace) {
+  EXPECT_THAT(lease_error(R"({"ttl": "4s", "transition": "2s", "stop_grace": "1s"})",
+                          R"(, "kill_grace": "5s")"),
+              AllOf(HasSubstr("/kill_grace: kill_grace (5s) must not exceed the lease's stop_grace "
+                              "(1s)"),
+                    HasSubstr("Lower kill_grace, or raise lease.stop_grace")));
+  EXPECT_THAT(one_error(with_schedule(R"("name": "a", "every": "1s", "command": ["x"],
+                                         "kill_grace": "2s", "lease": {"stop_grace": "1s"})")),
+              HasSubstr("/schedules/0/kill_grace: kill_grace (2s) must not exceed"));
+}
+
+TEST(config_lease, per_schedule_override_is_checked_at_its_own_path) {
+  auto error = one_error(with_schedule(R"("name": "a", "every": "1s", "command": ["x"],
+                                          "lease": {"retry_period": "20s"})"));
+  EXPECT_THAT(error, HasSubstr("/schedules/0/lease/retry_period: retry_period (20s) must be less "
+                               "than ttl (10s)"));
+}
+
+TEST(config_lease, malformed_values_are_not_also_reported_as_cross_field_errors) {
+  // "ten" is reported once; no rule is checked against the default that would stand in for it.
+  EXPECT_THAT(errors_of(with_schedule(R"("name": "a", "every": "1s", "command": ["x"],
+                                         "lease": {"ttl": "ten", "retry_period": "20s"})",
+                                      R"(, "lease": {"ttl": "2s"})")),
+              ElementsAre(HasSubstr("/schedules/0/lease/ttl: invalid duration \"ten\"")));
+  EXPECT_THAT(errors_of(with_schedule(R"("name": "a", "every": "1s", "command": ["x"])",
+                                      R"(, "lease": {"ttl": "1x", "stop_grace": "9s"})")),
+              ElementsAre(HasSubstr("/lease/ttl: invalid duration \"1x\"")));
+}
+
+// ---------------------------------------------------------------------------------------------
+
+TEST(config_errors, all_errors_of_a_file_are_reported_at_once) {
+  auto errors = errors_of(R"({
+    "backend": {"type": "sqlite"},
+    "lease": {"ttl": "ten seconds"},
+    "log_level": "loud",
+    "schedules": [
+      {"name": "ok", "every": "1s", "command": ["x"]},
+      {"name": "bad name", "every": "5x", "command": []},
+      {"name": "c", "cron": "61 * * * *", "time_zone": "Nowhere/Land", "command": ["${NOPE}"]},
+      {"name": "ok", "every": "1s", "command": ["y"]}
+    ]
+  })");
+  EXPECT_THAT(errors, Contains(HasSubstr("/backend/path: missing")));
+  EXPECT_THAT(errors, Contains(HasSubstr("/lease/ttl: invalid duration \"ten seconds\"")));
+  EXPECT_THAT(errors, Contains(HasSubstr("/log_level: invalid value \"loud\"")));
+  EXPECT_THAT(errors, Contains(HasSubstr("/schedules/1/name: invalid schedule name")));
+  EXPECT_THAT(errors, Contains(HasSubstr("/schedules/1/every: invalid duration \"5x\"")));
+  EXPECT_THAT(errors, Contains(HasSubstr("/schedules/1/command: is empty")));
+  EXPECT_THAT(errors, Contains(HasSubstr("/schedules/2/time_zone:")));
+  EXPECT_THAT(errors, Contains(HasSubstr("/schedules/2/cron:")));
+  EXPECT_THAT(errors, Contains(HasSubstr("/schedules/2/command/0: environment variable NOPE")));
+  EXPECT_THAT(errors, Contains(HasSubstr("/schedules/3/name: duplicate schedule name \"ok\"")));
+  EXPECT_THAT(errors, SizeIs(10));
+  for (const auto& e : errors) EXPECT_THAT(e, HasSubstr("test.json: /")) << e;
+}
+
+}  // namespace
