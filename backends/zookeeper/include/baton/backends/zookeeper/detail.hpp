@@ -1,0 +1,84 @@
+#pragma once
+/// Internals of the ZooKeeper backend that tests need: settings parsing, lock node names, error
+/// translation, counters and fault injection. Not a stable API.
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <vector>
+
+#include "baton/mutex/backend.hpp"
+
+namespace baton::backends::zookeeper::detail {
+
+/// A parsed and validated backend_config.
+struct settings {
+  std::string hosts;   ///< "host:port,host:port" as handed to the client (chroot removed)
+  std::string chroot;  ///< "" or "/a/b": we prefix it to every path ourselves
+  std::string root;    ///< "/baton"
+  std::chrono::milliseconds session_timeout{6'000};  ///< requested; the server may clamp it
+  std::string username;                              ///< digest ACL user, empty for open ACLs
+  std::string password;
+
+  /// Absolute path of the folder holding one child per mutex: chroot + root.
+  std::string base() const { return chroot + root; }
+  /// Where the mutex `name` lives: base()/name. Its data is the lease-guarded state.
+  std::string mutex_dir(const std::string& name) const { return base() + "/" + name; }
+};
+
+/// Parses and checks the `hosts`, `session_timeout`, `root`, `username` and `password`
+/// parameters. Throws std::invalid_argument naming the parameter.
+settings parse_settings(const backend_config& config);
+
+/// "250ms", "6s", "5m", "2h", "1d" -> milliseconds; throws std::invalid_argument naming `what`.
+std::chrono::milliseconds parse_duration(std::string_view text, std::string_view what);
+
+/// Empty when `path` is a valid absolute ZooKeeper path other than "/", else why not.
+std::string path_error(std::string_view path);
+
+/// The protection prefix of a contender's lock nodes: "_c_<guid>-lock-".
+std::string lock_prefix(std::string_view guid);
+
+/// The sequence number of lock node `node` ("_c_<guid>-lock-0000000042" -> 42), or -1 when
+/// `node` is not a lock node.
+std::int64_t lock_sequence(std::string_view node);
+
+/// The lock nodes among `children`, lowest sequence first (other names are dropped).
+std::vector<std::string> sorted_locks(std::vector<std::string> children);
+
+/// A fresh random GUID (32 hex digits) for a protection prefix.
+std::string make_guid();
+
+/// The one translation of ZooKeeper C client return codes (ZOK, ZCONNECTIONLOSS, ...) into
+/// baton::errc. ZOK gives an empty error_code.
+std::error_code translate(int zoo_rc);
+
+/// Counters of one backend instance (for tests and metrics).
+struct stats {
+  std::uint64_t sessions = 0;        ///< zookeeper handles created (1 + every rebuild)
+  std::uint64_t local_expiries = 0;  ///< sessions given up by the local timer while disconnected
+  std::uint64_t disconnects = 0;     ///< CONNECTING events seen while connected
+  std::uint64_t watch_events = 0;    ///< predecessor watch events delivered to contenders
+  std::uint64_t nodes_created = 0;   ///< lock nodes created
+  std::uint64_t nodes_adopted = 0;   ///< lock nodes found by protection prefix after a lost reply
+  std::uint64_t ghosts_deleted = 0;  ///< nodes of abandoned sessions deleted by us
+  std::uint64_t heartbeats = 0;      ///< answered session heartbeats
+};
+
+/// Counters of `backend`; throws std::invalid_argument if it is not a ZooKeeper backend.
+stats get_stats(mutex_backend& backend);
+
+/// Fault injection: the next `count` lock-node creates succeed on the server, but their replies
+/// are reported as ZCONNECTIONLOSS (as when the connection breaks just before the reply).
+void inject_lost_create_replies(mutex_backend& backend, unsigned count);
+
+/// The current session id (0 while there is none).
+std::int64_t session_id(mutex_backend& backend);
+
+/// Expires the current session on the server, the way tests do it: a second client attaches to
+/// the same session and closes it. Blocking; true once the server closed the session.
+bool expire_session(mutex_backend& backend, std::chrono::milliseconds timeout);
+
+}  // namespace baton::backends::zookeeper::detail

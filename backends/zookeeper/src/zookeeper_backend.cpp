@@ -1,0 +1,163 @@
+// make_backend() for ZooKeeper, the blocking status queries, and the test hooks of detail.hpp.
+#include "baton/backends/zookeeper/zookeeper_backend.hpp"
+
+#include <future>
+#include <stdexcept>
+
+#include "baton/backends/zookeeper/detail.hpp"
+#include "baton/mutex/detail/log.hpp"
+#include "baton/mutex/errc.hpp"
+#include "baton/mutex/names.hpp"
+#include "contend.hpp"
+#include "session.hpp"
+
+namespace baton::backends::zookeeper {
+namespace {
+
+using std::chrono::milliseconds;
+
+class zk_backend final : public mutex_backend {
+ public:
+  explicit zk_backend(std::shared_ptr<detail::session> s) : session_(std::move(s)) {}
+
+  std::string_view type() const noexcept override { return "zookeeper"; }
+
+  // The session timeout governs the lease here: ttl + transition = the requested timeout, so
+  // locker waits and unlock bounds match it. Only retry_period and max_backoff are used.
+  contend_options default_options() const override {
+    const auto timeout = session_->config().session_timeout;
+    contend_options o;
+    o.ttl = std::max(milliseconds{1}, timeout / 3);
+    o.transition = timeout - o.ttl;
+    o.retry_period = std::clamp(timeout / 4, milliseconds{50}, milliseconds{1'000});
+    o.poll_interval = timeout;
+    o.max_backoff = std::max(o.retry_period, milliseconds{5'000});
+    return o;
+  }
+
+  std::shared_ptr<contend_service> make_contend_service(const std::string& name,
+                                                        std::shared_ptr<mutex_contender> contender,
+                                                        const contend_options& options,
+                                                        std::string contender_id) override {
+    validate_mutex_name(name);
+    return detail::make_contend_service(session_, name, std::move(contender_id),
+                                        std::move(contender), options);
+  }
+
+  mutex_owner read_owner(const std::string& name) override {
+    validate_mutex_name(name);
+    const auto dir = session_->config().mutex_dir(name);
+    const auto what = "read_owner('" + name + "')";
+    for (int attempt = 0; attempt < 5; ++attempt) {
+      auto list =
+          call(what, [&](detail::op_handler h) { session_->get_children(0, dir, std::move(h)); });
+      if (list.rc == ZNONODE) return {};
+      check(list.rc, what);
+      auto locks = detail::sorted_locks(std::move(list.children));
+      if (locks.empty()) return {};
+      auto node = call(what, [&](detail::op_handler h) {
+        session_->get(0, dir + "/" + locks.front(), false, std::move(h));
+      });
+      if (node.rc == ZNONODE) continue;  // the owner left meanwhile: look again
+      check(node.rc, what);
+      return detail::owner_record(node.data, node.stat, session_->session_timeout());
+    }
+    throw std::system_error(make_error_code(errc::backend_error),
+                            "zookeeper: " + what + ": the owner kept changing");
+  }
+
+  std::string read_state(const std::string& name) override {
+    validate_mutex_name(name);
+    const auto what = "read_state('" + name + "')";
+    auto r = call(what, [&](detail::op_handler h) {
+      session_->get(0, session_->config().mutex_dir(name), false, std::move(h));
+    });
+    if (r.rc == ZNONODE) return {};
+    check(r.rc, what);
+    return r.data;
+  }
+
+  detail::session& session() noexcept { return *session_; }
+
+ private:
+  // One request, waited for a bounded time. The completion does not need an io thread.
+  detail::op_result call(const std::string& what,
+                         const std::function<void(detail::op_handler)>& start) {
+    const auto& cfg = session_->config();
+    if (!session_->connected() && !session_->wait_connected(cfg.session_timeout))
+      throw std::system_error(make_error_code(errc::connection_lost),
+                              "zookeeper: " + what + ": not connected to " + cfg.hosts);
+    auto promise = std::make_shared<std::promise<detail::op_result>>();
+    auto future = promise->get_future();
+    start([promise](detail::op_result r) { promise->set_value(std::move(r)); });
+    if (future.wait_for(2 * session_->session_timeout() + milliseconds{1'000}) !=
+        std::future_status::ready)
+      throw std::system_error(make_error_code(errc::timeout),
+                              "zookeeper: " + what + ": no answer from " + cfg.hosts);
+    return future.get();
+  }
+
+  void check(int rc, const std::string& what) {
+    if (rc == ZOK) return;
+    throw std::system_error(
+        detail::translate(rc),
+        "zookeeper: " + what + " at " + session_->config().hosts + ": " + zerror(rc));
+  }
+
+  std::shared_ptr<detail::session> session_;
+};
+
+zk_backend& as_zookeeper(mutex_backend& backend) {
+  auto* zk = dynamic_cast<zk_backend*>(&backend);
+  if (zk == nullptr)
+    throw std::invalid_argument("not a zookeeper backend: '" + std::string(backend.type()) + "'");
+  return *zk;
+}
+
+}  // namespace
+
+std::shared_ptr<mutex_backend> make_backend(const backend_config& config, runtime& rt) {
+  auto settings = detail::parse_settings(config);
+  auto session = detail::session::create(settings, rt);
+  if (!rt.on_io_thread()) {
+    const auto wait = std::min<milliseconds>(settings.session_timeout, milliseconds{10'000});
+    if (!session->wait_connected(wait))
+      baton::detail::log().warn(
+          "zookeeper: not connected to {} after {} ms; contenders keep trying and report "
+          "connection_lost meanwhile",
+          settings.hosts, wait.count());
+  }
+  return std::make_shared<zk_backend>(std::move(session));
+}
+
+namespace detail {
+
+stats get_stats(mutex_backend& backend) {
+  auto& c = as_zookeeper(backend).session().counters();
+  stats s;
+  s.sessions = c.sessions;
+  s.local_expiries = c.local_expiries;
+  s.disconnects = c.disconnects;
+  s.watch_events = c.watch_events;
+  s.nodes_created = c.nodes_created;
+  s.nodes_adopted = c.nodes_adopted;
+  s.ghosts_deleted = c.ghosts_deleted;
+  s.heartbeats = c.heartbeats;
+  return s;
+}
+
+void inject_lost_create_replies(mutex_backend& backend, unsigned count) {
+  as_zookeeper(backend).session().counters().lost_create_replies = count;
+}
+
+std::int64_t session_id(mutex_backend& backend) {
+  auto& s = as_zookeeper(backend).session();
+  return s.client_id(s.generation());
+}
+
+bool expire_session(mutex_backend& backend, std::chrono::milliseconds timeout) {
+  return as_zookeeper(backend).session().expire_for_test(timeout);
+}
+
+}  // namespace detail
+}  // namespace baton::backends::zookeeper
