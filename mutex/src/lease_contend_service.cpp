@@ -107,7 +107,10 @@ class lease_contend_service final : public contend_service {
 
   void on_acquire_done(std::uint64_t generation, std::error_code ec, const lease_grant& grant) {
     if (!current(generation)) {
-      // A completion of an earlier start: it changes nothing, but a stop waits for it.
+      // A completion of an earlier start: it changes nothing, but a stop waits for it. One of
+      // this start that stop() overtook (lifecycle already stopping) is no longer in flight,
+      // or stop_contend() would wait for it forever.
+      if (generation == this->generation()) (void)machine_.on_error(steady::now());
       if (pending_stop_) {
         auto done = std::move(pending_stop_);
         pending_stop_ = nullptr;
