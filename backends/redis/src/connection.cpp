@@ -1,0 +1,398 @@
+#include "connection.hpp"
+
+#include <hiredis/async.h>
+#include <hiredis/hiredis.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+#include "asio_adapter.hpp"
+#include "baton/mutex/detail/log.hpp"
+#include "baton/mutex/errc.hpp"
+
+namespace baton::backends::redis::detail {
+namespace {
+
+using steady = std::chrono::steady_clock;
+
+connection* owner_of(const redisAsyncContext* ac) { return static_cast<connection*>(ac->data); }
+
+std::string ms(std::chrono::milliseconds d) { return std::to_string(d.count()) + " ms"; }
+
+bool is_config_error(std::error_code ec) {
+  return ec == errc::auth_failed || ec == errc::invalid_argument;
+}
+
+}  // namespace
+
+connection::connection(strand_type strand, options opts)
+    : strand_(strand),
+      options_(std::move(opts)),
+      connect_timer_(strand_),
+      timeout_timer_(strand_),
+      backoff_timer_(strand_) {}
+
+connection::~connection() noexcept {
+  // Normally stop() ran first. Otherwise the process is tearing down: drop the handlers
+  // without calling them, then free the context.
+  pending_.clear();
+  waiting_.clear();
+  detach();
+}
+
+void connection::set_setup(std::vector<std::vector<std::string>> commands,
+                           std::function<void(const std::vector<reply>&)> on_setup) {
+  setup_ = std::move(commands);
+  on_setup_ = std::move(on_setup);
+}
+
+void connection::start() {
+  if (state_ != state::idle) return;
+  connect();
+}
+
+void connection::stop() noexcept {
+  if (state_ == state::stopped) return;
+  state_ = state::stopped;
+  for (auto* timer : {&connect_timer_, &timeout_timer_, &backoff_timer_}) {
+    try {
+      timer->cancel();
+    } catch (const std::exception&) {
+      // cancel() fails only when the reactor does; nothing to undo
+    }
+  }
+  detach();
+  try {
+    fail_all(make_error_code(errc::stopped));
+  } catch (const std::exception& e) {
+    baton::detail::log().error("redis {} ({}): stop: {}", options_.server.display, options_.role,
+                               e.what());
+  }
+}
+
+void connection::detach() noexcept {
+  adapter_.reset();
+  if (ctx_ == nullptr) return;
+  auto* ac = ctx_;
+  ctx_ = nullptr;
+  ac->data = nullptr;  // the dying context's callbacks find no owner
+  redisAsyncFree(ac);  // deferred by hiredis when called from one of its callbacks
+}
+
+void connection::connect() {
+  if (state_ == state::stopped) return;
+  ++epoch_;
+  state_ = state::connecting;
+  auto* ac = redisAsyncConnect(options_.server.host.c_str(), options_.server.port);
+  if (ac == nullptr) {
+    lost(make_error_code(errc::connection_lost), "cannot allocate a hiredis context");
+    return;
+  }
+  if (ac->err != 0) {
+    std::string why = ac->errstr;
+    auto ec = translate({ac->err, why});
+    redisAsyncFree(ac);
+    lost(ec, why);
+    return;
+  }
+  ctx_ = ac;
+  ac->data = this;
+  // The adapter must be attached before the connect callback, which asks for a write event.
+  adapter_ = asio_adapter::attach(ac, strand_, weak_from_this());
+  redisAsyncSetConnectCallback(ac, &connection::on_connect);
+  redisAsyncSetDisconnectCallback(ac, &connection::on_disconnect);
+
+  connect_timer_.expires_after(options_.connect_timeout);
+  connect_timer_.async_wait(
+      [self = shared_from_this(), epoch = epoch_](boost::system::error_code ec) {
+        if (ec || self->epoch_ != epoch || self->state_ != state::connecting) return;
+        self->drop(make_error_code(errc::connection_lost),
+                   "not connected and logged in within connect_timeout (" +
+                       ms(self->options_.connect_timeout) + ")");
+      });
+  handshake();
+}
+
+void connection::handshake() {
+  // Login (fatal when refused), then our name and the setup commands (not fatal). The
+  // connection is ready when the last reply is in, which also proves the connect worked.
+  struct step {
+    std::vector<std::string> args;
+    bool fatal;
+    int setup_index;
+  };
+  std::vector<step> steps;
+  const auto& server = options_.server;
+  if (!server.password.empty()) {
+    if (server.user.empty())
+      steps.push_back({{"AUTH", server.password}, true, -1});
+    else
+      steps.push_back({{"AUTH", server.user, server.password}, true, -1});
+  }
+  if (server.db != 0) steps.push_back({{"SELECT", std::to_string(server.db)}, true, -1});
+  steps.push_back(
+      {{"CLIENT", "SETNAME", "baton-" + options_.role + "-" + std::to_string(::getpid())},
+       false,
+       -1});
+  for (std::size_t i = 0; i < setup_.size(); ++i)
+    steps.push_back({setup_[i], false, static_cast<int>(i)});
+
+  auto left = std::make_shared<std::size_t>(steps.size());
+  auto setup_replies = std::make_shared<std::vector<reply>>(setup_.size());
+  const auto deadline = steady::now() + options_.connect_timeout;
+  const auto epoch = epoch_;
+  for (auto& s : steps) {
+    std::string what = s.args.front() == "AUTH" ? "AUTH" : s.args.front() + " " + s.args[1];
+    // `this` is safe: the handler lives in pending_ and runs only while we exist.
+    auto handler = [this, epoch, fatal = s.fatal, index = s.setup_index, what, left, setup_replies](
+                       std::error_code ec, reply r) {
+      if (ec || epoch_ != epoch || state_ != state::connecting) return;
+      if (r.is_error()) {
+        // NOAUTH on any step: the server wants a password the url does not give.
+        if (fatal || r.is_error("NOAUTH")) {
+          handshake_failed(translate({0, r.str}), what + " refused: " + r.str);
+          return;
+        }
+        if (index < 0)
+          baton::detail::log().debug("redis {} ({}): {} refused: {}", options_.server.display,
+                                     options_.role, what, r.str);
+      }
+      if (index >= 0) (*setup_replies)[index] = std::move(r);
+      if (--*left == 0) {
+        if (on_setup_) on_setup_(*setup_replies);
+        became_ready();
+      }
+    };
+    send(std::move(s.args), std::move(handler), deadline);
+  }
+}
+
+void connection::handshake_failed(std::error_code ec, const std::string& why) { drop(ec, why); }
+
+void connection::became_ready() {
+  state_ = state::ready;
+  connect_timer_.cancel();
+  if (failures_ > 0)
+    baton::detail::log().info("redis {} ({}): connected after {} failed attempt(s)",
+                              options_.server.display, options_.role, failures_);
+  failures_ = 0;
+  last_error_ = {};
+  auto queued = std::move(waiting_);
+  waiting_.clear();
+  for (auto& w : queued) {
+    if (state_ != state::ready) {
+      w.handler(last_error_ ? last_error_ : make_error_code(errc::connection_lost), {});
+      continue;
+    }
+    send(std::move(w.args), std::move(w.handler), steady::now() + options_.command_timeout);
+  }
+  if (state_ == state::ready && on_ready_) on_ready_();
+}
+
+void connection::exec(std::vector<std::string> args, reply_handler handler) {
+  switch (state_) {
+    case state::ready:
+      send(std::move(args), std::move(handler), steady::now() + options_.command_timeout);
+      return;
+    case state::idle:
+    case state::connecting:
+      waiting_.push_back({std::move(args), std::move(handler)});
+      return;
+    case state::stopped:
+      handler(make_error_code(errc::stopped), {});
+      return;
+    case state::closing:
+    case state::backoff:
+      handler(last_error_ ? last_error_ : make_error_code(errc::connection_lost), {});
+      return;
+  }
+}
+
+bool connection::subscribe(const std::string& channel) {
+  return state_ == state::ready && send_raw({"SUBSCRIBE", channel}, &connection::on_push, nullptr);
+}
+
+bool connection::unsubscribe(const std::string& channel) {
+  return state_ == state::ready &&
+         send_raw({"UNSUBSCRIBE", channel}, &connection::on_push, nullptr);
+}
+
+bool connection::send_raw(const std::vector<std::string>& args,
+                          void (*callback)(redisAsyncContext*, void*, void*), void* privdata) {
+  if (ctx_ == nullptr || args.empty()) return false;
+  std::vector<const char*> argv;
+  std::vector<std::size_t> lengths;
+  argv.reserve(args.size());
+  lengths.reserve(args.size());
+  for (const auto& a : args) {
+    argv.push_back(a.data());
+    lengths.push_back(a.size());
+  }
+  return redisAsyncCommandArgv(ctx_, callback, privdata, static_cast<int>(argv.size()), argv.data(),
+                               lengths.data()) == REDIS_OK;
+}
+
+void connection::send(std::vector<std::string> args, reply_handler handler,
+                      steady::time_point deadline) {
+  const auto id = next_id_++;
+  if (!send_raw(args, &connection::on_reply,
+                reinterpret_cast<void*>(static_cast<std::uintptr_t>(id)))) {
+    // The context refused the command (it is disconnecting): the connection is going away.
+    handler(make_error_code(errc::connection_lost), {});
+    return;
+  }
+  pending_.emplace(id, pending{std::move(handler), deadline, args.front()});
+  arm_timeouts();
+}
+
+void connection::on_connect(const redisAsyncContext* ac, int status) {
+  auto* self = owner_of(ac);
+  if (self == nullptr) return;
+  auto* mutable_ac = const_cast<redisAsyncContext*>(ac);
+  if (status == REDIS_OK) {
+    redisEnableKeepAlive(&mutable_ac->c);
+    return;
+  }
+  // hiredis frees the context right after this callback.
+  std::string why = ac->errstr != nullptr && *ac->errstr ? ac->errstr : "connect failed";
+  auto ec = translate({ac->err != 0 ? ac->err : REDIS_ERR_IO, why});
+  mutable_ac->data = nullptr;
+  self->ctx_ = nullptr;
+  self->lost(ec, why);
+}
+
+void connection::on_disconnect(const redisAsyncContext* ac, int status) {
+  auto* self = owner_of(ac);
+  if (self == nullptr) return;  // we freed it ourselves
+  std::string why = ac->errstr != nullptr && *ac->errstr ? ac->errstr : "connection closed";
+  auto ec = translate({ac->err != 0 ? ac->err : REDIS_ERR_EOF, why});
+  const_cast<redisAsyncContext*>(ac)->data = nullptr;
+  self->ctx_ = nullptr;
+  self->lost(ec, why);
+}
+
+void connection::on_reply(redisAsyncContext* ac, void* r, void* privdata) {
+  auto* self = owner_of(ac);
+  if (self == nullptr) return;
+  self->reply_arrived(static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(privdata)), r);
+}
+
+void connection::on_push(redisAsyncContext* ac, void* r, void* privdata) {
+  auto* self = owner_of(ac);
+  if (self == nullptr || r == nullptr || !self->on_push_) return;
+  self->on_push_(reply::from(*static_cast<const redisReply*>(r)));
+}
+
+void connection::reply_arrived(std::uint64_t id, const void* r) {
+  // A null reply: hiredis is failing the pending commands of a dying context.
+  if (r == nullptr && state_ == state::ready) state_ = state::closing;
+  auto it = pending_.find(id);
+  if (it == pending_.end()) return;  // timed out already
+  auto handler = std::move(it->second.handler);
+  pending_.erase(it);
+  if (r == nullptr) {
+    handler(make_error_code(errc::connection_lost), {});
+    return;
+  }
+  handler({}, reply::from(*static_cast<const redisReply*>(r)));
+}
+
+void connection::arm_timeouts() {
+  if (pending_.empty()) return;
+  auto earliest = steady::time_point::max();
+  for (const auto& [id, p] : pending_) earliest = std::min(earliest, p.deadline);
+  if (armed_deadline_ != steady::time_point{} && armed_deadline_ <= earliest) return;
+  armed_deadline_ = earliest;
+  timeout_timer_.expires_at(earliest);
+  timeout_timer_.async_wait([self = shared_from_this()](boost::system::error_code ec) {
+    if (ec) return;  // re-armed or stopped
+    self->armed_deadline_ = {};
+    self->check_timeouts();
+  });
+}
+
+void connection::check_timeouts() {
+  if (state_ == state::stopped) return;
+  const auto now = steady::now();
+  std::vector<pending> expired;
+  for (auto it = pending_.begin(); it != pending_.end();) {
+    if (it->second.deadline <= now) {
+      expired.push_back(std::move(it->second));
+      it = pending_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  if (expired.empty()) {
+    arm_timeouts();
+    return;
+  }
+  // hiredis has no timeouts of its own: a reply that does not come means a dead or stuck
+  // connection, and later replies could not be matched any more. Close it and reconnect.
+  drop(make_error_code(errc::connection_lost),
+       state_ == state::connecting
+           ? "not connected and logged in within connect_timeout (" + ms(options_.connect_timeout) +
+                 ")"
+           : "no reply to " + expired.front().command + " within command_timeout (" +
+                 ms(options_.command_timeout) + ")");
+  for (auto& p : expired) p.handler(make_error_code(errc::timeout), {});
+}
+
+void connection::drop(std::error_code ec, const std::string& why) {
+  detach();
+  lost(ec, why);
+}
+
+void connection::lost(std::error_code ec, const std::string& why) {
+  adapter_.reset();
+  ctx_ = nullptr;
+  connect_timer_.cancel();
+  if (state_ == state::stopped) return;
+  const bool was_up = state_ == state::ready || state_ == state::closing;
+  const auto command_error = is_config_error(ec) ? ec : make_error_code(errc::connection_lost);
+  state_ = state::backoff;
+  last_error_ = command_error;
+  ++failures_;
+
+  const auto cap = is_config_error(ec) ? options_.auth_backoff : options_.max_backoff;
+  auto delay = options_.min_backoff;
+  for (unsigned i = 1; i < failures_ && delay < cap; ++i) delay *= 2;
+  delay = std::min(delay, cap);
+  // +-25% jitter, so that many clients do not reconnect in lockstep after a server restart.
+  std::uniform_int_distribution<long long> jitter(delay.count() * 3 / 4, delay.count() * 5 / 4);
+  delay = std::chrono::milliseconds{jitter(random_)};
+
+  auto& log = baton::detail::log();
+  const auto& who = options_.server.display;
+  if (is_config_error(ec))
+    log.error(
+        "redis {} ({}): {} ({}); check the credentials and database in the url; "
+        "retrying in {}",
+        who, options_.role, why, ec.message(), ms(delay));
+  else if (was_up)
+    log.warn("redis {} ({}): connection lost: {}; reconnecting", who, options_.role, why);
+  else if (failures_ == 1 || failures_ % 10 == 0)
+    log.warn("redis {} ({}): cannot connect: {} (attempt {}); retrying in {}", who, options_.role,
+             why, failures_, ms(delay));
+
+  fail_all(command_error);
+  if (was_up && on_down_) on_down_();
+  if (state_ != state::backoff) return;  // a handler stopped us
+  backoff_timer_.expires_after(delay);
+  backoff_timer_.async_wait(
+      [self = shared_from_this(), epoch = epoch_](boost::system::error_code e) {
+        if (e || self->epoch_ != epoch || self->state_ != state::backoff) return;
+        self->connect();
+      });
+}
+
+void connection::fail_all(std::error_code ec) {
+  auto pending = std::move(pending_);
+  pending_.clear();
+  auto queued = std::move(waiting_);
+  waiting_.clear();
+  for (auto& [id, p] : pending) p.handler(ec, {});
+  for (auto& w : queued) w.handler(ec, {});
+}
+
+}  // namespace baton::backends::redis::detail

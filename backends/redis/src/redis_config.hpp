@@ -1,0 +1,41 @@
+#pragma once
+// The Redis backend's configuration: the URL and the optional parameters, checked up front.
+#include <chrono>
+#include <string>
+
+#include "baton/mutex/backend.hpp"
+
+namespace baton::backends::redis::detail {
+
+/// Where the server is and how to log in, from redis://[[user]:password@]host[:port][/db].
+struct endpoint {
+  std::string host;
+  int port = 6379;
+  std::string user;      ///< ACL user; empty: AUTH with the password only (the default user)
+  std::string password;  ///< empty: no AUTH
+  int db = 0;
+  std::string display;  ///< the URL with the password masked, for logs and errors
+};
+
+/// Every setting of one backend instance.
+struct settings {
+  endpoint server;
+  std::string key_prefix = "baton:";
+  std::chrono::milliseconds poll_interval{1'000};
+  std::chrono::milliseconds connect_timeout{2'000};
+  std::chrono::milliseconds command_timeout{2'000};
+  std::chrono::milliseconds handoff_window{500};
+};
+
+/// Parses a redis:// URL; throws std::invalid_argument naming the URL (password masked) and
+/// what is wrong.
+endpoint parse_url(const std::string& url);
+
+/// A duration parameter: an integer with a unit (ms, s, m). Throws std::invalid_argument naming
+/// `what` when malformed or not positive.
+std::chrono::milliseconds parse_duration(const std::string& what, const std::string& value);
+
+/// All settings of `config` (type "redis"); throws std::invalid_argument naming the parameter.
+settings parse_settings(const backend_config& config);
+
+}  // namespace baton::backends::redis::detail

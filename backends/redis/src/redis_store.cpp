@@ -1,0 +1,495 @@
+// The Redis lease_store.
+//
+// Keys of mutex NAME (P = key_prefix, default "baton:"), all with the hash tag {NAME} so that one
+// mutex lives on one Redis Cluster slot:
+//   P{NAME}           hash: id, fence, acquired_at, ttl_at, transition_at (server ms); expires
+//                     at transition_at, so "the key exists" means "the lease is live"
+//   P{NAME}:fence     the fence counter; never deleted by baton. When missing (first use, data
+//                     lost by a restart without persistence or FLUSHALL) it is seeded with the
+//                     server's TIME in microseconds before INCR, so fences keep increasing as
+//                     long as fewer than a million were issued per second.
+//   P{NAME}:queue     zset contender -> first-join time (us): the FIFO wait queue
+//   P{NAME}:alive     zset contender -> expiry (ms): a waiter that stops polling drops out
+//   P{NAME}:handoff   string: the waiter a just-freed mutex is reserved for (PX handoff_window)
+//   P{NAME}:state     the lease-guarded state
+// Channels: P{NAME}:wake:<contender id> (one per waiter, on the shared subscriber connection)
+// and P{NAME}:events ("acquired <fence> <id>", "released <id>", for observers).
+//
+// FIFO hand-off: a release (or a waiter finding the mutex free while it is not the head of the
+// queue) offers the mutex to the head of the queue: the head is removed from the queue, named in
+// the handoff key for handoff_window, and woken on its channel; during the window the acquire
+// script refuses everybody else (their reply shows a free mutex whose transition_at is the end
+// of the window, so they re-check then). The woken head takes the mutex at once. A head that
+// missed its message (pub/sub is lossy: a reconnecting subscriber misses it) loses its place
+// and joins the queue again at the tail when it next polls; nobody is ever stranded, since
+// every waiter also polls (at most every poll_interval, and at transition_at).
+#include "redis_store.hpp"
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <boost/asio/post.hpp>
+#include <boost/asio/strand.hpp>
+#include <map>
+#include <set>
+
+#include "baton/mutex/detail/log.hpp"
+#include "baton/mutex/errc.hpp"
+#include "baton_redis_scripts.hpp"
+#include "connection.hpp"
+
+namespace baton::backends::redis::detail {
+namespace {
+
+using std::chrono::milliseconds;
+
+struct mutex_keys {
+  std::string owner, fence, queue, alive, handoff, state, wake_prefix, events;
+};
+
+enum script_id : std::size_t {
+  acquire_script,
+  release_script,
+  read_script,
+  write_state_script,
+  script_count
+};
+
+struct script {
+  const char* name;
+  const char* text;
+  std::string sha;  // from SCRIPT LOAD; empty: use EVAL
+};
+
+// Reads {owner_id, fence, acquired_at, ttl_at, transition_at, now} into `grant`.
+bool parse_grant(const reply& r, lease_grant& grant) {
+  if (r.type != reply::kind::array || r.elements.size() != 6) return false;
+  const auto& e = r.elements;
+  if (e[0].type != reply::kind::string) return false;
+  for (std::size_t i = 1; i < 6; ++i)
+    if (e[i].type != reply::kind::integer || e[i].integer < 0) return false;
+  auto at = [](long long ms) { return backend_time{milliseconds{ms}}; };
+  grant.owner.owner_id = e[0].str;
+  grant.owner.fence = static_cast<std::uint64_t>(e[1].integer);
+  grant.owner.acquired_at = at(e[2].integer);
+  grant.owner.ttl_at = at(e[3].integer);
+  grant.owner.transition_at = at(e[4].integer);
+  grant.now = at(e[5].integer);
+  return true;
+}
+
+class store_core : public std::enable_shared_from_this<store_core> {
+ public:
+  store_core(boost::asio::io_context& io, settings config)
+      : strand_(boost::asio::make_strand(io)),
+        settings_(std::move(config)),
+        scripts_{{{"acquire", lua::acquire, {}},
+                  {"release", lua::release, {}},
+                  {"read", lua::read, {}},
+                  {"write_state", lua::write_state, {}}}} {}
+
+  void start() {
+    boost::asio::post(strand_, [self = shared_from_this()] { self->start_on_strand(); });
+  }
+
+  void shutdown() noexcept {
+    try {
+      boost::asio::post(strand_, [self = shared_from_this()] {
+        if (self->command_) self->command_->stop();
+        if (self->subscriber_) self->subscriber_->stop();
+        self->watchers_.clear();
+        self->channels_.clear();
+      });
+    } catch (const std::exception& e) {
+      baton::detail::log().error("redis {}: shutdown: {}", settings_.server.display, e.what());
+    }
+  }
+
+  void acquire(const std::string& name, const std::string& owner_id, milliseconds ttl,
+               milliseconds transition, lease_store::grant_handler handler) {
+    auto k = keys(name);
+    std::vector<std::string> keys{k.owner, k.fence, k.queue, k.alive, k.handoff};
+    std::vector<std::string> args{owner_id,
+                                  std::to_string(ttl.count()),
+                                  std::to_string(transition.count()),
+                                  std::to_string(settings_.handoff_window.count()),
+                                  k.wake_prefix,
+                                  k.events};
+    on_strand([=, keys = std::move(keys), args = std::move(args),
+               handler = std::move(handler)](store_core& self) mutable {
+      // What this process saw last protects the owner when Redis loses its data (acquire.lua).
+      long long seen_until = 0;
+      bool seen_own = false;
+      std::uint64_t min_fence = 0;
+      if (auto seen = self.last_seen_.find(name); seen != self.last_seen_.end()) {
+        if (!seen->second.empty()) {
+          seen_until = seen->second.transition_at.time_since_epoch().count();
+          seen_own = seen->second.owner_id == owner_id;
+        }
+        min_fence = seen->second.fence;
+      }
+      args.push_back(std::to_string(seen_until));
+      args.push_back(seen_own ? "1" : "0");
+      args.push_back(std::to_string(min_fence));
+      // After a failed release the key may still name this contender: not a renewal.
+      const auto released = name + '\n' + owner_id;
+      args.push_back(self.failed_releases_.count(released) ? "1" : "0");
+      self.eval(acquire_script, std::move(keys), std::move(args),
+                [&self, name, released, handler = std::move(handler)](std::error_code ec, reply r) {
+                  self.complete_grant("acquire", name, ec, r,
+                                      [&](std::error_code e, lease_grant g) {
+                                        if (!e) self.failed_releases_.erase(released);
+                                        handler(e, std::move(g));
+                                      });
+                });
+    });
+  }
+
+  void release(const std::string& name, const std::string& owner_id,
+               lease_store::done_handler handler) {
+    auto k = keys(name);
+    std::vector<std::string> keys{k.owner, k.fence, k.queue, k.alive, k.handoff};
+    std::vector<std::string> args{owner_id, std::to_string(settings_.handoff_window.count()),
+                                  k.wake_prefix, k.events};
+    on_strand([=, keys = std::move(keys), args = std::move(args),
+               handler = std::move(handler)](store_core& self) mutable {
+      self.eval(release_script, std::move(keys), std::move(args),
+                [&self, name, owner_id, handler = std::move(handler)](std::error_code ec, reply r) {
+                  if (!(ec = self.check("release", name, ec, r)) && r.type != reply::kind::integer)
+                    ec = self.unexpected("release", name, r, "an integer");
+                  if (auto seen = self.last_seen_.find(name);
+                      !ec && seen != self.last_seen_.end() && seen->second.owner_id == owner_id)
+                    self.last_seen_.erase(seen);
+                  if (ec)
+                    self.failed_releases_.insert(name + '\n' + owner_id);
+                  else
+                    self.failed_releases_.erase(name + '\n' + owner_id);
+                  handler(ec);
+                });
+    });
+  }
+
+  void read(const std::string& name, lease_store::grant_handler handler) {
+    auto k = keys(name);
+    std::vector<std::string> keys{k.owner, k.fence, k.handoff};
+    on_strand([=, keys = std::move(keys), handler = std::move(handler)](store_core& self) mutable {
+      self.eval(read_script, std::move(keys), {},
+                [&self, name, handler = std::move(handler)](std::error_code ec, reply r) {
+                  self.complete_grant("read", name, ec, r, handler);
+                });
+    });
+  }
+
+  void read_state(const std::string& name, lease_store::state_handler handler) {
+    std::vector<std::string> command{"GET", keys(name).state};
+    on_strand(
+        [=, command = std::move(command), handler = std::move(handler)](store_core& self) mutable {
+          self.command_->exec(std::move(command), [&self, name, handler = std::move(handler)](
+                                                      std::error_code ec, reply r) {
+            if ((ec = self.check("read_state", name, ec, r))) return handler(ec, {});
+            if (r.type == reply::kind::nil) return handler({}, {});
+            if (r.type != reply::kind::string)
+              return handler(self.unexpected("read_state", name, r, "a string or nil"), {});
+            handler({}, std::move(r.str));
+          });
+        });
+  }
+
+  void write_state(const std::string& name, const std::string& owner_id, std::uint64_t fence,
+                   std::string bytes, lease_store::done_handler handler) {
+    auto k = keys(name);
+    std::vector<std::string> keys{k.owner, k.state};
+    std::vector<std::string> args{owner_id, std::to_string(fence), std::move(bytes)};
+    on_strand([=, keys = std::move(keys), args = std::move(args),
+               handler = std::move(handler)](store_core& self) mutable {
+      self.eval(
+          write_state_script, std::move(keys), std::move(args),
+          [&self, name, handler = std::move(handler)](std::error_code ec, reply r) {
+            if (!(ec = self.check("write_state", name, ec, r)) && r.type != reply::kind::integer)
+              ec = self.unexpected("write_state", name, r, "an integer");
+            handler(ec);
+          });
+    });
+  }
+
+  std::uint64_t watch(const std::string& name, const std::string& owner_id,
+                      std::function<void()> wake) {
+    const auto handle = next_handle_.fetch_add(1);
+    on_strand([handle, channel = keys(name).wake_prefix + owner_id, wake = std::move(wake)](
+                  store_core& self) mutable { self.add_watch(handle, channel, std::move(wake)); });
+    return handle;
+  }
+
+  void unwatch(std::uint64_t handle) noexcept {
+    try {
+      on_strand([handle](store_core& self) { self.remove_watch(handle); });
+    } catch (const std::exception& e) {
+      baton::detail::log().error("redis {}: unwatch: {}", settings_.server.display, e.what());
+    }
+  }
+
+ private:
+  struct watcher {
+    std::string channel;
+    std::function<void()> wake;
+  };
+  struct channel_state {
+    std::set<std::uint64_t> handles;
+    bool subscribed = false;     // SUBSCRIBE sent on the current subscriber connection
+    bool unsubscribing = false;  // UNSUBSCRIBE sent, confirmation not yet in
+  };
+
+  template <class F>
+  void on_strand(F f) {
+    boost::asio::post(strand_,
+                      [self = shared_from_this(), f = std::move(f)]() mutable { f(*self); });
+  }
+
+  mutex_keys keys(const std::string& name) const {
+    const std::string base = settings_.key_prefix + "{" + name + "}";
+    return {base,
+            base + ":fence",
+            base + ":queue",
+            base + ":alive",
+            base + ":handoff",
+            base + ":state",
+            base + ":wake:",
+            base + ":events"};
+  }
+
+  connection::options connection_options(std::string role) const {
+    connection::options o;
+    o.server = settings_.server;
+    o.role = std::move(role);
+    o.connect_timeout = settings_.connect_timeout;
+    o.command_timeout = settings_.command_timeout;
+    return o;
+  }
+
+  void start_on_strand() {
+    command_ = std::make_shared<connection>(strand_, connection_options("command"));
+    subscriber_ = std::make_shared<connection>(strand_, connection_options("subscriber"));
+    std::vector<std::vector<std::string>> load;
+    for (const auto& s : scripts_) load.push_back({"SCRIPT", "LOAD", s.text});
+    // The connections live no longer than this core (it stops them), so `this` is safe.
+    command_->set_setup(std::move(load), [this](const std::vector<reply>& replies) {
+      for (std::size_t i = 0; i < scripts_.size() && i < replies.size(); ++i) {
+        if (replies[i].type == reply::kind::string) {
+          scripts_[i].sha = replies[i].str;
+        } else {
+          scripts_[i].sha.clear();
+          baton::detail::log().warn("redis {}: SCRIPT LOAD of {} failed ({}); using EVAL",
+                                    settings_.server.display, scripts_[i].name,
+                                    replies[i].describe());
+        }
+      }
+    });
+    // After a reconnect every mutex re-checks at once instead of waiting for its next poll.
+    command_->set_on_ready([this] { wake_all(); });
+    subscriber_->set_on_ready([this] { resubscribe(); });
+    subscriber_->set_on_down([this] {
+      for (auto& [name, ch] : channels_) ch.subscribed = ch.unsubscribing = false;
+    });
+    subscriber_->set_on_push([this](const reply& r) { on_push(r); });
+    command_->start();
+    subscriber_->start();
+  }
+
+  // EVALSHA, or EVAL when the script is not loaded (NOSCRIPT after a restart or SCRIPT FLUSH;
+  // EVAL caches it on the server again).
+  void eval(script_id id, std::vector<std::string> keys, std::vector<std::string> args,
+            reply_handler handler) {
+    auto command = [this, id](bool by_sha, const std::vector<std::string>& keys,
+                              const std::vector<std::string>& args) {
+      std::vector<std::string> c;
+      c.reserve(3 + keys.size() + args.size());
+      c.push_back(by_sha ? "EVALSHA" : "EVAL");
+      c.push_back(by_sha ? scripts_[id].sha : std::string(scripts_[id].text));
+      c.push_back(std::to_string(keys.size()));
+      c.insert(c.end(), keys.begin(), keys.end());
+      c.insert(c.end(), args.begin(), args.end());
+      return c;
+    };
+    if (scripts_[id].sha.empty()) {
+      command_->exec(command(false, keys, args), std::move(handler));
+      return;
+    }
+    auto by_sha = command(true, keys, args);
+    command_->exec(std::move(by_sha),
+                   [this, id, command, keys = std::move(keys), args = std::move(args),
+                    handler = std::move(handler)](std::error_code ec, reply r) mutable {
+                     if (!ec && r.is_error("NOSCRIPT")) {
+                       baton::detail::log().info(
+                           "redis {}: script {} is not loaded on the server; sending it "
+                           "with EVAL",
+                           settings_.server.display, scripts_[id].name);
+                       command_->exec(command(false, keys, args), std::move(handler));
+                       return;
+                     }
+                     handler(ec, std::move(r));
+                   });
+  }
+
+  // An error of the request (connection, timeout) or of the reply (a Redis error reply).
+  std::error_code check(const char* op, const std::string& name, std::error_code ec,
+                        const reply& r) {
+    if (ec) return ec;
+    if (!r.is_error()) return {};
+    auto translated = translate({0, r.str});
+    if (translated != errc::not_owner)
+      baton::detail::log().warn("redis {}: {} of mutex '{}' failed: {}", settings_.server.display,
+                                op, name, r.str);
+    return translated;
+  }
+
+  std::error_code unexpected(const char* op, const std::string& name, const reply& r,
+                             const char* expected) {
+    baton::detail::log().error("redis {}: unexpected reply to {} of mutex '{}': {} (expected {})",
+                               settings_.server.display, op, name, r.describe(), expected);
+    return make_error_code(errc::bad_reply);
+  }
+
+  void complete_grant(const char* op, const std::string& name, std::error_code ec, const reply& r,
+                      const lease_store::grant_handler& handler) {
+    lease_grant grant;
+    if (!(ec = check(op, name, ec, r)) && !parse_grant(r, grant))
+      ec = unexpected(op, name, r, "an array of the owner id and 5 integers");
+    if (!ec) {
+      // A free mutex leaves the last owner in place: a lease that may still run matters only
+      // when the fence counter was lost, and then it must be respected until it ends.
+      auto& seen = last_seen_[name];
+      if (!grant.owner.empty())
+        seen = grant.owner;
+      else
+        seen.fence = std::max(seen.fence, grant.owner.fence);
+    }
+    handler(ec, ec ? lease_grant{} : std::move(grant));
+  }
+
+  void add_watch(std::uint64_t handle, const std::string& channel, std::function<void()> wake) {
+    watchers_[handle] = watcher{channel, std::move(wake)};
+    auto& ch = channels_[channel];
+    ch.handles.insert(handle);
+    if (!ch.subscribed && !ch.unsubscribing) ch.subscribed = subscriber_->subscribe(channel);
+  }
+
+  void remove_watch(std::uint64_t handle) {
+    auto it = watchers_.find(handle);
+    if (it == watchers_.end()) return;
+    auto channel = std::move(it->second.channel);
+    watchers_.erase(it);
+    auto ch = channels_.find(channel);
+    if (ch == channels_.end()) return;
+    ch->second.handles.erase(handle);
+    if (!ch->second.handles.empty()) return;
+    if (ch->second.subscribed && subscriber_->unsubscribe(channel)) {
+      // hiredis 0.14 forgets a channel's callback when the UNSUBSCRIBE confirmation arrives,
+      // even if it was subscribed again meanwhile: a new watch waits for the confirmation.
+      ch->second.subscribed = false;
+      ch->second.unsubscribing = true;
+      return;
+    }
+    if (!ch->second.unsubscribing) channels_.erase(ch);
+  }
+
+  void resubscribe() {
+    for (auto it = channels_.begin(); it != channels_.end();) {
+      if (it->second.handles.empty()) {
+        it = channels_.erase(it);
+        continue;
+      }
+      it->second.unsubscribing = false;
+      it->second.subscribed = subscriber_->subscribe(it->first);
+      ++it;
+    }
+  }
+
+  void on_push(const reply& r) {
+    if (r.type != reply::kind::array || r.elements.size() < 3 ||
+        r.elements[0].type != reply::kind::string || r.elements[1].type != reply::kind::string)
+      return;
+    const auto& kind = r.elements[0].str;
+    const auto& channel = r.elements[1].str;
+    auto ch = channels_.find(channel);
+    if (ch == channels_.end()) return;
+    if (kind == "message" || kind == "subscribe") {
+      // A wake-up, or a (re)subscription: a message may have been missed before it, re-check.
+      wake(ch->second.handles);
+    } else if (kind == "unsubscribe") {
+      ch->second.unsubscribing = false;
+      if (ch->second.handles.empty())
+        channels_.erase(ch);
+      else
+        ch->second.subscribed = subscriber_->subscribe(channel);
+    }
+  }
+
+  void wake(const std::set<std::uint64_t>& handles) {
+    std::vector<std::function<void()>> calls;
+    for (auto h : handles)
+      if (auto it = watchers_.find(h); it != watchers_.end()) calls.push_back(it->second.wake);
+    for (auto& c : calls) c();
+  }
+
+  void wake_all() {
+    std::vector<std::function<void()>> calls;
+    for (auto& [h, w] : watchers_) calls.push_back(w.wake);
+    for (auto& c : calls) c();
+  }
+
+  connection::strand_type strand_;
+  settings settings_;
+  std::array<script, script_count> scripts_;
+  std::shared_ptr<connection> command_;
+  std::shared_ptr<connection> subscriber_;
+  std::atomic<std::uint64_t> next_handle_{1};
+  std::map<std::uint64_t, watcher> watchers_;
+  std::map<std::string, channel_state> channels_;
+  // Per mutex: the last owner record this process saw (highest fence kept when it was free).
+  std::map<std::string, mutex_owner> last_seen_;
+  // "name\nid" of releases that failed: that contender's next acquire is a new ownership.
+  std::set<std::string> failed_releases_;
+};
+
+class redis_store final : public lease_store {
+ public:
+  explicit redis_store(std::shared_ptr<store_core> core) : core_(std::move(core)) {}
+  ~redis_store() override { core_->shutdown(); }
+
+  void async_acquire(const std::string& name, const std::string& owner_id, milliseconds ttl,
+                     milliseconds transition, grant_handler handler) override {
+    core_->acquire(name, owner_id, ttl, transition, std::move(handler));
+  }
+  void async_release(const std::string& name, const std::string& owner_id,
+                     done_handler handler) override {
+    core_->release(name, owner_id, std::move(handler));
+  }
+  void async_read(const std::string& name, grant_handler handler) override {
+    core_->read(name, std::move(handler));
+  }
+  void async_read_state(const std::string& name, state_handler handler) override {
+    core_->read_state(name, std::move(handler));
+  }
+  void async_write_state(const std::string& name, const std::string& owner_id, std::uint64_t fence,
+                         std::string bytes, done_handler handler) override {
+    core_->write_state(name, owner_id, fence, std::move(bytes), std::move(handler));
+  }
+  std::uint64_t watch(const std::string& name, const std::string& owner_id,
+                      std::function<void()> wake) override {
+    return core_->watch(name, owner_id, std::move(wake));
+  }
+  void unwatch(std::uint64_t handle) noexcept override { core_->unwatch(handle); }
+
+ private:
+  std::shared_ptr<store_core> core_;
+};
+
+}  // namespace
+
+std::shared_ptr<lease_store> make_store(boost::asio::io_context& io, const settings& config) {
+  auto core = std::make_shared<store_core>(io, config);
+  core->start();
+  return std::make_shared<redis_store>(std::move(core));
+}
+
+}  // namespace baton::backends::redis::detail
