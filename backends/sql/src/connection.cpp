@@ -1,0 +1,346 @@
+#include "connection.hpp"
+
+#include <sys/socket.h>
+
+#include <thread>
+
+#include <soci/mysql/soci-mysql.h>
+#include <soci/postgresql/soci-postgresql.h>
+#include <soci/soci.h>
+#include <soci/sqlite3/soci-sqlite3.h>
+
+#include "config.hpp"
+#include "pg_listener.hpp"
+
+namespace baton::backends::sql::detail {
+namespace {
+
+enum which {
+  acquire_stmt,
+  insert_stmt,
+  select_owner_stmt,
+  select_now_stmt,
+  release_stmt,
+  write_state_stmt,
+  read_state_stmt,
+  notify_stmt
+};
+
+int socket_of(dialect d, soci::session& session) {
+  switch (d) {
+    case dialect::postgresql:
+      return PQsocket(static_cast<soci::postgresql_session_backend*>(session.get_backend())->conn_);
+    case dialect::mysql:
+      return static_cast<int>(mysql_get_socket(
+          static_cast<soci::mysql_session_backend*>(session.get_backend())->conn_));
+    case dialect::sqlite:
+      break;
+  }
+  return -1;
+}
+
+// The backends are linked in: no dynamic loading of SOCI backends by name.
+const soci::backend_factory& factory_of(dialect d) {
+  switch (d) {
+    case dialect::postgresql:
+      return *soci::factory_postgresql();
+    case dialect::mysql:
+      return *soci::factory_mysql();
+    case dialect::sqlite:
+      break;
+  }
+  return *soci::factory_sqlite3();
+}
+
+// Runs a single-row SELECT. Stepping past the row ends the statement: SQLite keeps the read
+// snapshot of an unfinished statement, and a later BEGIN IMMEDIATE on a stale snapshot fails
+// at once with SQLITE_BUSY instead of waiting.
+bool select_one(soci::statement& st) {
+  if (!st.execute(true)) return false;
+  st.fetch();
+  return true;
+}
+
+backend_time at(long long ms) { return backend_time{std::chrono::milliseconds{ms}}; }
+
+}  // namespace
+
+std::uint64_t watchdog::start() {
+  std::lock_guard lock(mutex_);
+  busy_ = true;
+  fired_ = false;
+  return ++token_;
+}
+
+void watchdog::finish() {
+  std::lock_guard lock(mutex_);
+  busy_ = false;
+}
+
+void watchdog::fire(std::uint64_t token) {
+  std::lock_guard lock(mutex_);
+  // The socket stays open (the driver owns it) until the connection is destroyed, which happens
+  // only after finish(): shutting it down here cannot hit a reused descriptor.
+  if (!busy_ || token != token_ || fd_ < 0) return;
+  ::shutdown(fd_, SHUT_RDWR);
+  fired_ = true;
+}
+
+bool watchdog::fired() {
+  std::lock_guard lock(mutex_);
+  return fired_;
+}
+
+watchdog_scope::watchdog_scope(boost::asio::io_context& io, std::shared_ptr<watchdog> guard,
+                               std::chrono::milliseconds limit)
+    : guard_(std::move(guard)) {
+  if (!guard_->armed()) return;
+  const auto token = guard_->start();
+  timer_.emplace(io, limit);
+  timer_->async_wait([guard = guard_, token](const boost::system::error_code& ec) {
+    if (!ec) guard->fire(token);
+  });
+}
+
+watchdog_scope::~watchdog_scope() noexcept {
+  if (!timer_) return;
+  guard_->finish();
+  try {
+    timer_->cancel();
+  } catch (...) {
+    // The timer then fires into a finished request, which does nothing.
+  }
+}
+
+connection::connection(const dialect_sql& sql, const std::string& connect_string)
+    : sql_(sql),
+      session_(std::make_unique<soci::session>(factory_of(sql.kind), connect_string)),
+      watchdog_(std::make_shared<detail::watchdog>(socket_of(sql.kind, *session_))) {}
+
+void connection::configure(const sql_options& options) {
+  const auto ms = std::to_string(options.statement_timeout.count());
+  switch (sql_.kind) {
+    case dialect::sqlite: {
+      // Busy timeout in ms (SOCI's connect string takes whole seconds); WAL lets readers and
+      // one writer of several processes share the file.
+      std::string value;
+      *session_ << "PRAGMA busy_timeout = " + ms, soci::into(value);
+      use_wal(options.statement_timeout);
+      exec("PRAGMA synchronous = NORMAL");
+      break;
+    }
+    case dialect::postgresql:
+      quiet_notices(static_cast<soci::postgresql_session_backend*>(session_->get_backend())->conn_);
+      exec("SET statement_timeout = " + ms);
+      // A client that vanished inside a transaction must not hold the row lock for long.
+      exec("SET idle_in_transaction_session_timeout = " +
+           std::to_string(2 * options.statement_timeout.count()));
+      break;
+    case dialect::mysql: {
+      exec("SET SESSION time_zone = '+00:00'");
+      exec("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED");
+      const auto seconds = std::to_string(ceil_seconds(options.statement_timeout));
+      exec("SET SESSION innodb_lock_wait_timeout = " + seconds);
+      std::string version;
+      *session_ << "SELECT VERSION()", soci::into(version);
+      if (version.find("MariaDB") != std::string::npos) {
+        exec("SET SESSION max_statement_time = " +
+             std::to_string(options.statement_timeout.count() / 1000.0));
+        exec("SET SESSION idle_transaction_timeout = " +
+             std::to_string(ceil_seconds(2 * options.statement_timeout)));
+      }
+      break;
+    }
+  }
+}
+
+void connection::use_wal(std::chrono::milliseconds timeout) {
+  std::string mode;
+  *session_ << "PRAGMA journal_mode", soci::into(mode);
+  if (mode == "wal") return;
+  // Switching a file to WAL needs it to itself and does not wait for the busy timeout: when
+  // several connections (or processes) open a new file at once, retry for a while.
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    try {
+      *session_ << "PRAGMA journal_mode = WAL", soci::into(mode);
+      return;
+    } catch (const soci::sqlite3_soci_error& e) {
+      const int code = e.result() & 0xff;
+      if ((code != 5 && code != 6) || std::chrono::steady_clock::now() >= deadline) throw;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds{10});
+  }
+}
+
+connection::~connection() noexcept {
+  try {
+    acquire_.reset();
+    insert_.reset();
+    select_owner_.reset();
+    select_now_.reset();
+    release_.reset();
+    write_state_.reset();
+    read_state_.reset();
+    notify_.reset();
+    session_.reset();
+  } catch (...) {
+    // A broken connection may fail to deallocate its statements; it is closed either way.
+  }
+}
+
+void connection::exec(const std::string& text) { *session_ << text; }
+
+soci::statement& connection::prepared(std::unique_ptr<soci::statement>& slot, int which) {
+  if (slot) return *slot;
+  using soci::into;
+  using soci::use;
+  auto& s = *session_;
+  switch (which) {
+    case acquire_stmt:
+      slot = std::make_unique<soci::statement>(
+          (s.prepare << sql_.acquire, use(me_, "me1"), use(me_, "me2"), use(me_, "me3"),
+           use(ttl_, "ttl"), use(lease_, "lease"), use(name_, "name"), use(me_, "me4")));
+      break;
+    case insert_stmt:
+      slot =
+          std::make_unique<soci::statement>((s.prepare << sql_.insert_missing, use(name_, "name")));
+      break;
+    case select_owner_stmt:
+      slot = std::make_unique<soci::statement>(
+          (s.prepare << sql_.select_owner, into(owner_id_), into(acquired_at_), into(ttl_at_),
+           into(transition_at_), into(fence_), into(now_), use(name_, "name")));
+      break;
+    case select_now_stmt:
+      slot = std::make_unique<soci::statement>((s.prepare << sql_.select_now, into(now_)));
+      break;
+    case release_stmt:
+      slot = std::make_unique<soci::statement>(
+          (s.prepare << sql_.release, use(name_, "name"), use(me_, "me")));
+      break;
+    case write_state_stmt:
+      slot = std::make_unique<soci::statement>((s.prepare << sql_.write_state, use(state_, "state"),
+                                                use(name_, "name"), use(me_, "me"),
+                                                use(fence_in_, "fence")));
+      break;
+    case notify_stmt:
+      slot = std::make_unique<soci::statement>(
+          (s.prepare << sql_.notify, use(sql_.channel, "channel"), use(name_, "name")));
+      break;
+    case read_state_stmt:
+      slot = std::make_unique<soci::statement>(
+          (s.prepare << sql_.read_state, into(state_), use(name_, "name")));
+      break;
+  }
+  return *slot;
+}
+
+void connection::create_table() {
+  if (sql_.kind == dialect::postgresql) {
+    // Concurrent CREATE TABLE IF NOT EXISTS can fail on PostgreSQL (pg_type unique violation):
+    // serialize creators with a transaction-scoped advisory lock.
+    exec("BEGIN");
+    long long locked = 0;
+    std::string key = "baton:" + sql_.table;
+    *session_ << "SELECT COUNT(*) FROM (SELECT pg_advisory_xact_lock(hashtext(:k))) AS l",
+        soci::use(key, "k"), soci::into(locked);
+    for (const auto& statement : sql_.schema) exec(statement);
+    exec("COMMIT");
+    return;
+  }
+  for (const auto& statement : sql_.schema) exec(statement);
+}
+
+void connection::check_table() {
+  std::string name;
+  *session_ << sql_.check_table, soci::into(name);
+}
+
+lease_grant connection::grant() const {
+  lease_grant g;
+  g.owner.owner_id = owner_id_;
+  g.owner.acquired_at = at(acquired_at_);
+  g.owner.ttl_at = at(ttl_at_);
+  g.owner.transition_at = at(transition_at_);
+  g.owner.fence = static_cast<std::uint64_t>(fence_);
+  g.now = at(now_);
+  return g;
+}
+
+lease_grant connection::acquire(const std::string& name, const std::string& me,
+                                std::chrono::milliseconds ttl, std::chrono::milliseconds transition,
+                                bool release_first) {
+  name_ = name;
+  me_ = me;
+  ttl_ = ttl.count();
+  lease_ = (ttl + transition).count();
+  auto& update = prepared(acquire_, acquire_stmt);
+  auto& select = prepared(select_owner_, select_owner_stmt);
+  exec(sql_.begin);
+  if (release_first) prepared(release_, release_stmt).execute(true);
+  long long won = 0;
+  bool found = false;
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    update.execute(true);
+    won = update.get_affected_rows();
+    found = select_one(select);
+    if (!found) {
+      // First use of this mutex: a free row, inserted on its own (a duplicate-key check inside
+      // the transaction keeps a shared lock, and two such contenders deadlock on MySQL), then
+      // the conditional update again in a new transaction.
+      exec(sql_.commit);
+      prepared(insert_, insert_stmt).execute(true);
+      exec(sql_.begin);
+      continue;
+    }
+    // Lost, yet the row is free: it was inserted or released between the update and the read
+    // (READ COMMITTED sees both). Contend again rather than report a free mutex.
+    if (won != 0 || transition_at_ >= now_) break;
+  }
+  exec(sql_.commit);
+  if (!found) throw reply_error("the row of mutex '" + name + "' is missing after insert");
+  auto g = grant();
+  if ((won == 1) != g.owner.is(me))
+    throw reply_error("acquire of '" + name + "' changed " + std::to_string(won) +
+                      " rows but the owner is '" + g.owner.owner_id + "'");
+  return g;
+}
+
+bool connection::release(const std::string& name, const std::string& me) {
+  name_ = name;
+  me_ = me;
+  auto& update = prepared(release_, release_stmt);
+  update.execute(true);
+  const bool released = update.get_affected_rows() > 0;
+  if (released && !sql_.notify.empty()) select_one(prepared(notify_, notify_stmt));
+  return released;
+}
+
+lease_grant connection::read(const std::string& name) {
+  name_ = name;
+  if (select_one(prepared(select_owner_, select_owner_stmt))) return grant();
+  select_one(prepared(select_now_, select_now_stmt));
+  lease_grant g;
+  g.now = at(now_);
+  return g;
+}
+
+std::string connection::read_state(const std::string& name) {
+  name_ = name;
+  state_.clear();
+  if (!select_one(prepared(read_state_, read_state_stmt))) return {};
+  return state_;
+}
+
+bool connection::write_state(const std::string& name, const std::string& me, std::uint64_t fence,
+                             const std::string& hex) {
+  name_ = name;
+  me_ = me;
+  fence_in_ = static_cast<long long>(fence);
+  state_ = hex;
+  auto& update = prepared(write_state_, write_state_stmt);
+  update.execute(true);
+  return update.get_affected_rows() > 0;
+}
+
+}  // namespace baton::backends::sql::detail

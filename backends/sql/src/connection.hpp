@@ -1,0 +1,116 @@
+#pragma once
+// One database connection: a SOCI session, its per-connection setup and prepared statements.
+// Blocking; used by one blocking-pool thread at a time. Every method may throw (soci_error and
+// friends); the caller then discards the connection.
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <string>
+
+#include "baton/backends/sql/sql_backend.hpp"
+#include "baton/mutex/lease_store.hpp"
+#include "dialect.hpp"
+#include "errors.hpp"
+
+namespace soci {
+class session;
+class statement;
+}  // namespace soci
+
+namespace baton::backends::sql::detail {
+
+/// Shuts a connection's socket down when a request outlives its deadline, so a server that
+/// stopped answering cannot block a pool thread forever. Shared with the io timer.
+class watchdog {
+ public:
+  explicit watchdog(int fd) : fd_(fd) {}
+  bool armed() const noexcept { return fd_ >= 0; }
+  /// A request starts; returns its token.
+  std::uint64_t start();
+  /// The request is over: fire() no longer acts.
+  void finish();
+  /// Deadline of request `token` passed: shut the socket down if it is still running.
+  void fire(std::uint64_t token);
+  bool fired();
+
+ private:
+  std::mutex mutex_;
+  int fd_;
+  std::uint64_t token_ = 0;
+  bool busy_ = false;
+  bool fired_ = false;
+};
+
+/// Arms a watchdog for one request: fires after `limit` unless destroyed first.
+class watchdog_scope {
+ public:
+  watchdog_scope(boost::asio::io_context& io, std::shared_ptr<watchdog> guard,
+                 std::chrono::milliseconds limit);
+  watchdog_scope(const watchdog_scope&) = delete;
+  watchdog_scope& operator=(const watchdog_scope&) = delete;
+  ~watchdog_scope() noexcept;
+
+ private:
+  std::shared_ptr<watchdog> guard_;
+  std::optional<boost::asio::steady_timer> timer_;
+};
+
+class connection {
+ public:
+  /// Connects (bounded by the connect timeout in `connect_string`). Throws.
+  connection(const dialect_sql& sql, const std::string& connect_string);
+  connection(const connection&) = delete;
+  connection& operator=(const connection&) = delete;
+  ~connection() noexcept;
+
+  /// Sets the session up: timeouts, SQLite WAL, MySQL UTC and READ COMMITTED. Throws.
+  void configure(const sql_options& options);
+  /// Runs the schema (CREATE TABLE IF NOT EXISTS), serialized between processes on PostgreSQL.
+  void create_table();
+  /// Throws when the table is missing or unusable.
+  void check_table();
+
+  /// The conditional UPDATE (inserting a free row first if missing) and the owner record with the
+  /// database's clock, in one transaction. `release_first`: `me` released the mutex but the
+  /// release did not reach the database; release it in the same transaction, so this is a new
+  /// ownership with a new fence rather than a renewal.
+  lease_grant acquire(const std::string& name, const std::string& me, std::chrono::milliseconds ttl,
+                      std::chrono::milliseconds transition, bool release_first = false);
+  /// Frees the mutex if `me` owns it (PostgreSQL: and NOTIFYs the waiters); true if it did.
+  bool release(const std::string& name, const std::string& me);
+  /// The owner record (empty when the row is missing) and the database's clock.
+  lease_grant read(const std::string& name);
+  /// The stored (hex) state; empty when the row is missing.
+  std::string read_state(const std::string& name);
+  /// Writes `hex` if `me` owns the mutex with `fence` and a live lease; true if it did.
+  bool write_state(const std::string& name, const std::string& me, std::uint64_t fence,
+                   const std::string& hex);
+
+  const std::shared_ptr<detail::watchdog>& guard() const noexcept { return watchdog_; }
+
+ private:
+  void exec(const std::string& text);
+  void use_wal(std::chrono::milliseconds timeout);
+  soci::statement& prepared(std::unique_ptr<soci::statement>& slot, int which);
+  lease_grant grant() const;
+
+  const dialect_sql& sql_;
+  std::unique_ptr<soci::session> session_;
+  std::shared_ptr<detail::watchdog> watchdog_;
+
+  // Variables the prepared statements are bound to.
+  std::string name_, me_, state_;
+  long long ttl_ = 0, lease_ = 0, fence_in_ = 0;
+  std::string owner_id_;
+  long long acquired_at_ = 0, ttl_at_ = 0, transition_at_ = 0, fence_ = 0, now_ = 0;
+
+  std::unique_ptr<soci::statement> acquire_, insert_, select_owner_, select_now_, release_,
+      write_state_, read_state_, notify_;
+};
+
+}  // namespace baton::backends::sql::detail

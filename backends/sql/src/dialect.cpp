@@ -1,0 +1,156 @@
+#include "dialect.hpp"
+
+#include <cctype>
+
+#include "schema_files.hpp"
+
+namespace baton::backends::sql::detail {
+namespace {
+
+void replace_all(std::string& text, std::string_view from, std::string_view to) {
+  for (auto pos = text.find(from); pos != std::string::npos; pos = text.find(from, pos + to.size()))
+    text.replace(pos, from.size(), to);
+}
+
+bool identifier_char(char c) {
+  return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_';
+}
+
+// The conditional UPDATE that acquires or renews. A renewal (same owner, live lease) keeps the
+// fence and acquired_at; any new ownership increments the fence. MySQL assigns SET columns left
+// to right using the values already assigned, so fence and acquired_at, which read owner_id and
+// transition_at, come before those two are changed.
+constexpr std::string_view acquire_template =
+    "UPDATE {t} SET "
+    "fence = CASE WHEN owner_id = :me1 AND transition_at >= {now} THEN fence ELSE fence + 1 END, "
+    "acquired_at = CASE WHEN owner_id = :me2 AND transition_at >= {now} THEN acquired_at "
+    "ELSE {now} END, "
+    "owner_id = :me3, ttl_at = {now} + :ttl, transition_at = {now} + :lease "
+    "WHERE name = :name AND (transition_at < {now} OR owner_id = :me4)";
+
+constexpr std::string_view select_owner_template =
+    "SELECT owner_id, acquired_at, ttl_at, transition_at, fence, {now} FROM {t} WHERE name = :name";
+
+constexpr std::string_view release_template =
+    "UPDATE {t} SET owner_id = '', ttl_at = {now}, transition_at = {now} - 1 "
+    "WHERE name = :name AND owner_id = :me";
+
+constexpr std::string_view write_state_template =
+    "UPDATE {t} SET state = :state "
+    "WHERE name = :name AND owner_id = :me AND fence = :fence AND transition_at >= {now}";
+
+constexpr std::string_view columns =
+    "(name, owner_id, acquired_at, ttl_at, transition_at, fence, state) "
+    "VALUES (:name, '', 0, 0, 0, 0, '')";
+
+std::string expand(std::string_view text, const dialect_sql& sql) {
+  std::string out(text);
+  replace_all(out, "{now}", sql.now_ms);
+  replace_all(out, "{t}", sql.table);
+  return out;
+}
+
+}  // namespace
+
+std::string_view schema_file(dialect d) noexcept {
+  switch (d) {
+    case dialect::sqlite:
+      return sqlite_schema_file;
+    case dialect::postgresql:
+      return postgresql_schema_file;
+    case dialect::mysql:
+      return mysql_schema_file;
+  }
+  return {};
+}
+
+std::vector<std::string> split_sql(std::string_view script) {
+  std::vector<std::string> out;
+  std::string current;
+  char quote = 0;
+  for (std::size_t i = 0; i < script.size(); ++i) {
+    const char c = script[i];
+    if (quote != 0) {
+      current += c;
+      if (c == quote) quote = 0;
+    } else if (c == '\'' || c == '"' || c == '`') {
+      quote = c;
+      current += c;
+    } else if (c == '-' && i + 1 < script.size() && script[i + 1] == '-') {
+      while (i < script.size() && script[i] != '\n') ++i;
+      current += '\n';
+    } else if (c == ';') {
+      out.push_back(current);
+      current.clear();
+    } else {
+      current += c;
+    }
+  }
+  out.push_back(current);
+  std::vector<std::string> statements;
+  for (auto& s : out) {
+    auto first = s.find_first_not_of(" \t\r\n");
+    if (first == std::string::npos) continue;
+    auto last = s.find_last_not_of(" \t\r\n");
+    statements.push_back(s.substr(first, last - first + 1));
+  }
+  return statements;
+}
+
+std::string with_table(std::string_view text, std::string_view table) {
+  constexpr std::string_view word = "baton_mutex";
+  std::string out;
+  std::size_t i = 0;
+  while (i < text.size()) {
+    if (text.compare(i, word.size(), word) == 0 && (i == 0 || !identifier_char(text[i - 1])) &&
+        (i + word.size() == text.size() || !identifier_char(text[i + word.size()]))) {
+      out += table;
+      i += word.size();
+    } else {
+      out += text[i++];
+    }
+  }
+  return out;
+}
+
+dialect_sql make_dialect_sql(dialect d, const std::string& table) {
+  dialect_sql sql;
+  sql.kind = d;
+  sql.table = table;
+  switch (d) {
+    case dialect::sqlite:
+      sql.now_ms = "CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER)";
+      sql.begin = "BEGIN IMMEDIATE";
+      sql.insert_missing = expand("INSERT OR IGNORE INTO {t} ", sql) + std::string(columns);
+      break;
+    case dialect::postgresql:
+      sql.now_ms = "CAST(FLOOR(EXTRACT(EPOCH FROM statement_timestamp()) * 1000) AS BIGINT)";
+      sql.begin = "BEGIN";
+      sql.channel = ("baton:" + table).substr(0, 63);  // at most 63 bytes, as LISTEN cuts it
+      sql.notify = "SELECT pg_notify(:channel, :name)";
+      sql.insert_missing =
+          expand("INSERT INTO {t} ", sql) + std::string(columns) + " ON CONFLICT (name) DO NOTHING";
+      break;
+    case dialect::mysql:
+      // Needs the session time zone '+00:00' (set on connect) to be free of DST jumps.
+      sql.now_ms = "CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)";
+      sql.begin = "START TRANSACTION";
+      sql.insert_missing = expand("INSERT IGNORE INTO {t} ", sql) + std::string(columns);
+      break;
+  }
+  sql.commit = "COMMIT";
+  sql.acquire = expand(acquire_template, sql);
+  sql.select_owner = expand(select_owner_template, sql);
+  sql.select_now = "SELECT " + sql.now_ms;
+  sql.release = expand(release_template, sql);
+  sql.write_state = expand(write_state_template, sql);
+  sql.read_state = expand("SELECT state FROM {t} WHERE name = :name", sql);
+  sql.check_table = expand(
+      "SELECT name, owner_id, acquired_at, ttl_at, transition_at, fence, state FROM {t} "
+      "WHERE 1 = 0",
+      sql);
+  sql.schema = split_sql(with_table(schema_file(d), table));
+  return sql;
+}
+
+}  // namespace baton::backends::sql::detail

@@ -1,0 +1,264 @@
+// Reading the backend_config of an SQL backend, and building SOCI connection strings.
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <filesystem>
+#include <set>
+#include <stdexcept>
+
+#include "config.hpp"
+
+namespace baton::backends::sql {
+
+std::string_view to_string(dialect d) noexcept {
+  switch (d) {
+    case dialect::sqlite:
+      return "sqlite";
+    case dialect::postgresql:
+      return "postgresql";
+    case dialect::mysql:
+      return "mysql";
+  }
+  return "?";
+}
+
+namespace detail {
+namespace {
+
+[[noreturn]] void bad_param(std::string_view type, std::string_view param, const std::string& why) {
+  throw std::invalid_argument(std::string(type) + " backend: parameter '" + std::string(param) +
+                              "': " + why);
+}
+
+bool is_space(char c) { return std::isspace(static_cast<unsigned char>(c)) != 0; }
+
+bool is_uri(std::string_view s) {
+  return s.rfind("postgresql://", 0) == 0 || s.rfind("postgres://", 0) == 0;
+}
+
+// Keys of a `key=value key='quoted value'` string (libpq and SOCI mysql syntax).
+std::set<std::string> keyword_keys(std::string_view type, std::string_view s) {
+  std::set<std::string> keys;
+  std::size_t i = 0;
+  auto skip = [&] {
+    while (i < s.size() && is_space(s[i])) ++i;
+  };
+  for (skip(); i < s.size(); skip()) {
+    std::size_t start = i;
+    while (i < s.size() && (std::isalnum(static_cast<unsigned char>(s[i])) || s[i] == '_')) ++i;
+    std::string key(s.substr(start, i - start));
+    skip();
+    if (key.empty() || i >= s.size() || s[i] != '=')
+      bad_param(type, "connection", "expected key=value at offset " + std::to_string(start));
+    ++i;
+    skip();
+    if (i < s.size() && s[i] == '\'') {
+      for (++i; i < s.size() && s[i] != '\''; ++i)
+        if (s[i] == '\\') ++i;
+      if (i >= s.size()) bad_param(type, "connection", "unterminated quote in '" + key + "'");
+      ++i;
+    } else {
+      while (i < s.size() && !is_space(s[i])) ++i;
+    }
+    keys.insert(key);
+  }
+  return keys;
+}
+
+std::set<std::string> uri_keys(std::string_view s) {
+  std::set<std::string> keys;
+  auto q = s.find('?');
+  if (q == std::string_view::npos) return keys;
+  std::string_view query = s.substr(q + 1);
+  while (!query.empty()) {
+    auto amp = query.find('&');
+    auto part = query.substr(0, amp);
+    keys.insert(std::string(part.substr(0, part.find('='))));
+    if (amp == std::string_view::npos) break;
+    query.remove_prefix(amp + 1);
+  }
+  return keys;
+}
+
+// Appends `key=value` unless the user set `key`.
+class connect_string_builder {
+ public:
+  connect_string_builder(std::string base, std::set<std::string> keys, bool uri)
+      : text_(std::move(base)), keys_(std::move(keys)), uri_(uri) {}
+  void add(const std::string& key, const std::string& value) {
+    if (keys_.count(key) != 0) return;
+    if (uri_)
+      text_ += (text_.find('?') == std::string::npos ? "?" : "&") + key + "=" + value;
+    else
+      text_ += (text_.empty() ? "" : " ") + key + "=" + value;
+    keys_.insert(key);
+  }
+  const std::string& str() const { return text_; }
+
+ private:
+  std::string text_;
+  std::set<std::string> keys_;
+  bool uri_;
+};
+
+bool valid_table(std::string_view t) {
+  auto valid_part = [](std::string_view p) {
+    if (p.empty() || p.size() > 63) return false;
+    if (!std::isalpha(static_cast<unsigned char>(p[0])) && p[0] != '_') return false;
+    return std::all_of(p.begin(), p.end(), [](char c) {
+      return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_';
+    });
+  };
+  auto dot = t.find('.');
+  if (dot == std::string_view::npos) return valid_part(t);
+  return valid_part(t.substr(0, dot)) && valid_part(t.substr(dot + 1));
+}
+
+}  // namespace
+
+long long ceil_seconds(std::chrono::milliseconds timeout, long long min_seconds) {
+  return std::max(min_seconds, static_cast<long long>((timeout.count() + 999) / 1000));
+}
+
+std::chrono::milliseconds parse_duration(std::string_view text, std::string_view type,
+                                         std::string_view param) {
+  auto fail = [&]() -> std::chrono::milliseconds {
+    bad_param(type, param,
+              "bad duration '" + std::string(text) +
+                  "' (expected a whole number and a unit: ms, s, m, h, d, as in '250ms' or '5s')");
+  };
+  long long count = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), count);
+  if (ec != std::errc{} || end == text.data() || count < 0) return fail();
+  std::string_view unit(end, text.data() + text.size() - end);
+  long long factor = 0;
+  if (unit == "ms")
+    factor = 1;
+  else if (unit == "s")
+    factor = 1000;
+  else if (unit == "m")
+    factor = 60'000;
+  else if (unit == "h")
+    factor = 3'600'000;
+  else if (unit == "d")
+    factor = 86'400'000;
+  else
+    return fail();
+  if (count > (1LL << 40) / factor) return fail();
+  return std::chrono::milliseconds{count * factor};
+}
+
+void validate(const sql_options& o) {
+  const auto type = to_string(o.kind);
+  const char* conn_param = o.kind == dialect::sqlite ? "path" : "connection";
+  if (o.connection.empty()) bad_param(type, conn_param, "must not be empty");
+  if (!valid_table(o.table))
+    bad_param(type, "table",
+              "'" + o.table +
+                  "' is not a plain identifier ([A-Za-z_][A-Za-z0-9_]*, at most 63 "
+                  "characters, optionally schema-qualified)");
+  if (o.pool_size < 1 || o.pool_size > 64) bad_param(type, "pool_size", "must be 1 to 64");
+  if (o.poll_interval <= std::chrono::milliseconds::zero())
+    bad_param(type, "poll_interval", "must be positive");
+  if (o.statement_timeout <= std::chrono::milliseconds::zero())
+    bad_param(type, "statement_timeout", "must be positive");
+  if (o.kind == dialect::sqlite) {
+    if (o.connection.find('"') != std::string::npos)
+      bad_param(type, "path", "must not contain '\"'");
+    std::filesystem::path dir = std::filesystem::path(o.connection).parent_path();
+    std::error_code ec;
+    if (!dir.empty() && !std::filesystem::is_directory(dir, ec))
+      bad_param(type, "path", "directory '" + dir.string() + "' does not exist");
+  } else if (o.kind == dialect::postgresql) {
+    if (!is_uri(o.connection)) keyword_keys(type, o.connection);
+  } else {
+    auto keys = keyword_keys(type, o.connection);
+    if (keys.count("reconnect") != 0)
+      bad_param(type, "connection",
+                "'reconnect' is not allowed: a silent reconnect would hide a lost lease");
+  }
+}
+
+std::string soci_connect_string(const sql_options& o) {
+  const auto seconds = std::to_string(ceil_seconds(o.statement_timeout));
+  switch (o.kind) {
+    case dialect::sqlite: {
+      const bool quote = std::any_of(o.connection.begin(), o.connection.end(), is_space);
+      return "db=" + (quote ? "\"" + o.connection + "\"" : o.connection) + " timeout=" + seconds;
+    }
+    case dialect::postgresql: {
+      const bool uri = is_uri(o.connection);
+      connect_string_builder b(
+          o.connection, uri ? uri_keys(o.connection) : keyword_keys("postgresql", o.connection),
+          uri);
+      b.add("connect_timeout", std::to_string(ceil_seconds(o.statement_timeout, 2)));
+      b.add("keepalives", "1");
+      b.add("keepalives_idle", seconds);
+      b.add("keepalives_interval", "1");
+      b.add("keepalives_count", "3");
+      b.add("tcp_user_timeout", std::to_string(o.statement_timeout.count()));
+      b.add("application_name", "baton");
+      return b.str();
+    }
+    case dialect::mysql: {
+      connect_string_builder b(o.connection, keyword_keys("mysql", o.connection), false);
+      b.add("connect_timeout", seconds);
+      b.add("read_timeout", seconds);
+      b.add("write_timeout", seconds);
+      return b.str();
+    }
+  }
+  return o.connection;
+}
+
+}  // namespace detail
+
+sql_options parse_options(const backend_config& config) {
+  sql_options o;
+  if (config.type == "sqlite")
+    o.kind = dialect::sqlite;
+  else if (config.type == "postgresql")
+    o.kind = dialect::postgresql;
+  else if (config.type == "mysql")
+    o.kind = dialect::mysql;
+  else
+    throw std::invalid_argument("sql backend: unknown type '" + config.type +
+                                "' (expected sqlite, postgresql or mysql)");
+  const std::string_view type = config.type;
+  const std::string conn_param = o.kind == dialect::sqlite ? "path" : "connection";
+  bool has_connection = false;
+  for (const auto& [key, value] : config.params) {
+    if (key == conn_param) {
+      o.connection = value;
+      has_connection = true;
+    } else if (key == "table") {
+      o.table = value;
+    } else if (key == "create_table") {
+      if (value == "true")
+        o.create_table = true;
+      else if (value == "false")
+        o.create_table = false;
+      else
+        detail::bad_param(type, key, "expected true or false, got '" + value + "'");
+    } else if (key == "pool_size") {
+      unsigned n = 0;
+      auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
+      if (ec != std::errc{} || end != value.data() + value.size())
+        detail::bad_param(type, key, "expected a number, got '" + value + "'");
+      o.pool_size = n;
+    } else if (key == "poll_interval") {
+      o.poll_interval = detail::parse_duration(value, type, key);
+    } else if (key == "statement_timeout") {
+      o.statement_timeout = detail::parse_duration(value, type, key);
+    } else {
+      detail::bad_param(type, key,
+                        "unknown parameter (known: " + conn_param +
+                            ", table, create_table, pool_size, poll_interval, statement_timeout)");
+    }
+  }
+  if (!has_connection) detail::bad_param(type, conn_param, "missing (required)");
+  detail::validate(o);
+  return o;
+}
+
+}  // namespace baton::backends::sql

@@ -1,0 +1,367 @@
+#include "sql_store.hpp"
+
+#include <algorithm>
+#include <boost/asio/post.hpp>
+
+#include "baton/mutex/detail/log.hpp"
+#include "baton/mutex/errc.hpp"
+#include "config.hpp"
+#include "connection.hpp"
+#include "errors.hpp"
+#include "pg_listener.hpp"
+
+namespace baton::backends::sql::detail {
+namespace {
+
+using std::chrono::milliseconds;
+
+constexpr std::size_t max_owner_id_length = 255;
+constexpr milliseconds first_backoff{100};
+constexpr milliseconds max_backoff{2000};
+
+// A request outlives statement_timeout by this much before its socket is shut down, so that the
+// server's own timeout normally answers first.
+constexpr milliseconds watchdog_slack{500};
+constexpr milliseconds min_request_time{250};
+
+milliseconds backoff(unsigned failures) {
+  milliseconds delay = first_backoff;
+  for (unsigned i = 1; i < failures && delay < max_backoff; ++i) delay *= 2;
+  return std::min(delay, max_backoff);
+}
+
+std::error_code check_owner_id(const std::string& owner_id) {
+  if (owner_id.empty() || owner_id.size() > max_owner_id_length)
+    return make_error_code(errc::invalid_argument);
+  return {};
+}
+
+}  // namespace
+
+std::string to_hex(const std::string& bytes) {
+  static constexpr char digits[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(bytes.size() * 2);
+  for (unsigned char c : bytes) {
+    out += digits[c >> 4];
+    out += digits[c & 0xf];
+  }
+  return out;
+}
+
+std::string from_hex(const std::string& hex) {
+  auto value = [&](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    throw reply_error("stored state is not hex-encoded");
+  };
+  if (hex.size() % 2 != 0) throw reply_error("stored state has an odd number of hex digits");
+  std::string out;
+  out.reserve(hex.size() / 2);
+  for (std::size_t i = 0; i < hex.size(); i += 2)
+    out += static_cast<char>(value(hex[i]) * 16 + value(hex[i + 1]));
+  return out;
+}
+
+sql_store::sql_store(sql_options options, runtime& rt)
+    : options_(std::move(options)),
+      runtime_(rt),
+      sql_(make_dialect_sql(options_.kind, options_.table)),
+      connect_string_(soci_connect_string(options_)),
+      label_(to_string(options_.kind)) {
+  if (options_.kind == dialect::postgresql)
+    listener_ = std::make_shared<pg_listener>(rt, connect_string_, sql_.channel);
+}
+
+sql_store::~sql_store() {
+  if (listener_) listener_->stop();
+}
+
+std::uint64_t sql_store::watch(const std::string& name, const std::string& owner_id,
+                               std::function<void()> wake) {
+  return listener_ ? listener_->watch(name, std::move(wake)) : 0;
+}
+
+void sql_store::unwatch(std::uint64_t handle) noexcept {
+  if (listener_) listener_->unwatch(handle);
+}
+
+void sql_store::async_acquire(const std::string& name, const std::string& owner_id,
+                              std::chrono::milliseconds ttl, std::chrono::milliseconds transition,
+                              grant_handler handler) {
+  if (auto ec = check_owner_id(owner_id))
+    return fail([handler](std::error_code e) { handler(e, {}); }, ec);
+  auto result = std::make_shared<lease_grant>();
+  // A renewal that hangs must fail before the lease it renews runs out (within reason: a
+  // request gets at least min_request_time).
+  const auto limit =
+      std::min(options_.statement_timeout + watchdog_slack, std::max(transition, min_request_time));
+  submit(
+      "acquire", name, limit, false,
+      [=, this](connection& c) {
+        const auto key = std::pair(name, owner_id);
+        bool release_first = false;
+        {
+          std::lock_guard lock(mutex_);
+          release_first = unreleased_.count(key) != 0;
+        }
+        *result = c.acquire(name, owner_id, ttl, transition, release_first);
+        if (release_first) {
+          std::lock_guard lock(mutex_);
+          unreleased_.erase(key);
+        }
+        return std::error_code{};
+      },
+      [result, handler = std::move(handler)](std::error_code ec) {
+        handler(ec, ec ? lease_grant{} : std::move(*result));
+      });
+}
+
+void sql_store::async_release(const std::string& name, const std::string& owner_id,
+                              done_handler handler) {
+  if (auto ec = check_owner_id(owner_id)) return fail(std::move(handler), ec);
+  // A release that does not reach the database must still end this ownership: the next
+  // acquire by the same contender then releases first, so it gets a new fence.
+  submit(
+      "release", name, options_.statement_timeout + watchdog_slack, true,
+      [=](connection& c) {
+        c.release(name, owner_id);
+        return std::error_code{};
+      },
+      [self = shared_from_this(), key = std::pair(name, owner_id),
+       handler = std::move(handler)](std::error_code ec) {
+        {
+          std::lock_guard lock(self->mutex_);
+          if (ec)
+            self->unreleased_.insert(key);
+          else
+            self->unreleased_.erase(key);
+        }
+        handler(ec);
+      });
+}
+
+void sql_store::async_read(const std::string& name, grant_handler handler) {
+  auto result = std::make_shared<lease_grant>();
+  submit(
+      "read", name, options_.statement_timeout + watchdog_slack, false,
+      [=](connection& c) {
+        *result = c.read(name);
+        return std::error_code{};
+      },
+      [result, handler = std::move(handler)](std::error_code ec) {
+        handler(ec, ec ? lease_grant{} : std::move(*result));
+      });
+}
+
+void sql_store::async_read_state(const std::string& name, state_handler handler) {
+  auto result = std::make_shared<std::string>();
+  submit(
+      "read_state", name, options_.statement_timeout + watchdog_slack, false,
+      [=](connection& c) {
+        *result = from_hex(c.read_state(name));
+        return std::error_code{};
+      },
+      [result, handler = std::move(handler)](std::error_code ec) {
+        handler(ec, ec ? std::string{} : std::move(*result));
+      });
+}
+
+void sql_store::async_write_state(const std::string& name, const std::string& owner_id,
+                                  std::uint64_t fence, std::string bytes, done_handler handler) {
+  if (bytes.size() > max_state_size) {
+    baton::detail::log().error("{}: write_state '{}': state of {} bytes exceeds the {} byte limit",
+                               label_, name, bytes.size(), max_state_size);
+    return fail(std::move(handler), make_error_code(errc::invalid_argument));
+  }
+  if (auto ec = check_owner_id(owner_id)) return fail(std::move(handler), ec);
+  auto hex = std::make_shared<std::string>(to_hex(bytes));
+  submit(
+      "write_state", name, options_.statement_timeout + watchdog_slack, false,
+      [=](connection& c) {
+        return c.write_state(name, owner_id, fence, *hex) ? std::error_code{}
+                                                          : make_error_code(errc::not_owner);
+      },
+      std::move(handler));
+}
+
+void sql_store::fail(done_handler handler, std::error_code ec) {
+  boost::asio::post(runtime_.blocking(), [handler = std::move(handler), ec] { handler(ec); });
+}
+
+void sql_store::submit(const char* operation, std::string name, milliseconds limit, bool idempotent,
+                       work body, std::function<void(std::error_code)> done) {
+  boost::asio::post(runtime_.blocking(),
+                    [self = shared_from_this(), operation, name = std::move(name), limit,
+                     idempotent, body = std::move(body), done = std::move(done)] {
+                      bool reused = false;
+                      auto ec = self->run(operation, name, limit, body, reused);
+                      if (idempotent && reused && ec == errc::connection_lost)
+                        ec = self->run(operation, name, limit, body, reused);
+                      try {
+                        done(ec);
+                      } catch (const std::exception& e) {
+                        baton::detail::log().error("{}: {} '{}': completion handler threw: {}",
+                                                   self->label_, operation, name, e.what());
+                      } catch (...) {
+                        baton::detail::log().error("{}: {} '{}': completion handler threw",
+                                                   self->label_, operation, name);
+                      }
+                    });
+}
+
+std::error_code sql_store::run(const char* operation, const std::string& name, milliseconds limit,
+                               const work& body, bool& reused) {
+  const auto started = steady::now();
+  std::error_code ec;
+  auto conn = checkout(operation, name, ec, reused);
+  if (!conn) return ec;
+
+  // Bound the whole request: a server that stops answering (frozen, cut off) would otherwise
+  // block this thread for as long as TCP keeps the connection.
+  std::exception_ptr error;
+  {
+    watchdog_scope watch(runtime_.io(), conn->guard(), limit);
+    try {
+      ec = body(*conn);
+    } catch (...) {
+      error = std::current_exception();
+    }
+  }
+  if (!error) {
+    checkin(std::move(conn), false, false);
+    const auto took = std::chrono::duration_cast<milliseconds>(steady::now() - started);
+    baton::detail::log().trace("{}: {} '{}' done in {} ms: {}", label_, operation, name,
+                               took.count(), ec ? ec.message() : "ok");
+    if (took > options_.statement_timeout / 2)
+      baton::detail::log().warn("{}: {} '{}' took {} ms (statement_timeout {} ms)", label_,
+                                operation, name, took.count(), options_.statement_timeout.count());
+    return ec;
+  }
+  const auto failure = translate_error(options_.kind, error, conn->guard()->fired());
+  baton::detail::log().warn("{}: {} '{}' failed ({}): {}", label_, operation, name,
+                            failure.code.message(), failure.message);
+  // Any error may mean a lost session: never reuse this connection. A lost connection or a
+  // silent server probably means the same for the idle ones.
+  const bool server_gone = failure.code == errc::connection_lost ||
+                           (failure.code == errc::timeout && options_.kind != dialect::sqlite);
+  checkin(std::move(conn), true, server_gone);
+  return failure.code;
+}
+
+std::unique_ptr<connection> sql_store::checkout(const char* operation, const std::string& name,
+                                                std::error_code& ec, bool& reused) {
+  reused = false;
+  std::unique_lock lock(mutex_);
+  const auto deadline = steady::now() + options_.statement_timeout;
+  while (idle_.empty() && open_ >= options_.pool_size) {
+    if (returned_.wait_until(lock, deadline) == std::cv_status::timeout && idle_.empty() &&
+        open_ >= options_.pool_size) {
+      ec = make_error_code(errc::timeout);
+      baton::detail::log().warn("{}: {} '{}': no free connection within statement_timeout", label_,
+                                operation, name);
+      return nullptr;
+    }
+  }
+  if (!idle_.empty()) {
+    auto c = std::move(idle_.back());
+    idle_.pop_back();
+    reused = true;
+    return c;
+  }
+  if (steady::now() < next_connect_) {
+    // Backing off after failed connects: do not hammer a server that is down.
+    ec = make_error_code(errc::connection_lost);
+    return nullptr;
+  }
+  ++open_;
+  bool need_schema = !schema_ready_;
+  lock.unlock();
+
+  // Until the schema is known to be in place, one connection at a time sets up (SQLite: switch
+  // the file to WAL; create the table): concurrent first requests would only trip each other.
+  std::unique_lock<std::mutex> setup;
+  if (need_schema) {
+    setup = std::unique_lock(setup_mutex_);
+    lock.lock();
+    need_schema = !schema_ready_;
+    lock.unlock();
+  }
+
+  std::unique_ptr<connection> c;
+  std::exception_ptr error;
+  const char* stage = "connect";
+  bool fired = false;
+  try {
+    c = std::make_unique<connection>(sql_, connect_string_);
+    try {
+      watchdog_scope watch(runtime_.io(), c->guard(), options_.statement_timeout + watchdog_slack);
+      stage = "session setup";
+      c->configure(options_);
+      if (need_schema) {
+        if (options_.create_table) {
+          stage = "create table";
+          c->create_table();
+        }
+        stage = "check table";
+        c->check_table();
+      }
+    } catch (...) {
+      fired = c->guard()->fired();
+      throw;
+    }
+  } catch (...) {
+    error = std::current_exception();
+  }
+
+  lock.lock();
+  if (!error) {
+    connect_failures_ = 0;
+    next_connect_ = {};
+    if (need_schema) schema_ready_ = true;
+    return c;
+  }
+  --open_;
+  ++connect_failures_;
+  const auto delay = backoff(connect_failures_);
+  next_connect_ = steady::now() + delay;
+  returned_.notify_one();
+  lock.unlock();
+  c.reset();
+
+  const auto failure = translate_error(options_.kind, error, fired);
+  ec = failure.code;
+  if (std::string_view(stage) == "check table" && !options_.create_table)
+    baton::detail::log().error(
+        "{}: {} '{}': table '{}' is missing or unusable and create_table=false (create it with "
+        "the shipped schema/{}.sql): {}",
+        label_, operation, name, options_.table, label_, failure.message);
+  else
+    baton::detail::log().warn("{}: {} '{}': {} failed ({}); next attempt in {} ms: {}", label_,
+                              operation, name, stage, failure.code.message(), delay.count(),
+                              failure.message);
+  return nullptr;
+}
+
+void sql_store::checkin(std::unique_ptr<connection> c, bool broken, bool drop_idle) {
+  std::vector<std::unique_ptr<connection>> dropped;
+  {
+    std::lock_guard lock(mutex_);
+    if (broken) {
+      --open_;
+      dropped.push_back(std::move(c));
+      if (drop_idle) {
+        open_ -= static_cast<unsigned>(idle_.size());
+        for (auto& i : idle_) dropped.push_back(std::move(i));
+        idle_.clear();
+      }
+    } else {
+      idle_.push_back(std::move(c));
+    }
+  }
+  returned_.notify_all();
+  // Closing happens outside the lock.
+}
+
+}  // namespace baton::backends::sql::detail

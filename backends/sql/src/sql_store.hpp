@@ -1,0 +1,90 @@
+#pragma once
+// The lease_store of the SQL backend: runs each request on the runtime's blocking pool with a
+// connection from a small lazily filled pool.
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "baton/backends/sql/sql_backend.hpp"
+#include "baton/mutex/lease_store.hpp"
+#include "dialect.hpp"
+
+namespace baton::backends::sql::detail {
+
+class connection;
+class pg_listener;
+
+/// Largest lease-guarded state, in bytes (stored hex-encoded, twice that in the table).
+inline constexpr std::size_t max_state_size = 4096;
+
+/// Lower-case hex of `bytes`.
+std::string to_hex(const std::string& bytes);
+/// The bytes of `hex`; throws reply_error when it is not hex.
+std::string from_hex(const std::string& hex);
+
+class sql_store final : public lease_store, public std::enable_shared_from_this<sql_store> {
+ public:
+  sql_store(sql_options options, runtime& rt);
+  ~sql_store() override;
+
+  void async_acquire(const std::string& name, const std::string& owner_id,
+                     std::chrono::milliseconds ttl, std::chrono::milliseconds transition,
+                     grant_handler handler) override;
+  void async_release(const std::string& name, const std::string& owner_id,
+                     done_handler handler) override;
+  void async_read(const std::string& name, grant_handler handler) override;
+  void async_read_state(const std::string& name, state_handler handler) override;
+  void async_write_state(const std::string& name, const std::string& owner_id, std::uint64_t fence,
+                         std::string bytes, done_handler handler) override;
+  /// PostgreSQL: LISTEN/NOTIFY wake-ups on release. Other dialects: 0 (waiters poll).
+  std::uint64_t watch(const std::string& name, const std::string& owner_id,
+                      std::function<void()> wake) override;
+  void unwatch(std::uint64_t handle) noexcept override;
+
+  const sql_options& options() const noexcept { return options_; }
+
+ private:
+  using steady = std::chrono::steady_clock;
+  using work = std::function<std::error_code(connection&)>;
+
+  /// Runs `body` on the blocking pool, then `done` on the same thread. A request still running
+  /// after `limit` has its connection shut down (network dialects) and fails with timeout.
+  /// `idempotent`: a request that failed with connection_lost on a pooled connection (one the
+  /// server may have dropped while idle) runs once more on a new connection.
+  void submit(const char* operation, std::string name, std::chrono::milliseconds limit,
+              bool idempotent, work body, std::function<void(std::error_code)> done);
+  /// Runs `body` with a pooled connection; translates and logs failures. `reused`: the
+  /// connection had served earlier requests.
+  std::error_code run(const char* operation, const std::string& name,
+                      std::chrono::milliseconds limit, const work& body, bool& reused);
+  std::unique_ptr<connection> checkout(const char* operation, const std::string& name,
+                                       std::error_code& ec, bool& reused);
+  /// Returns `c` to the pool, or drops it (and, when the server looks gone, every idle one).
+  void checkin(std::unique_ptr<connection> c, bool broken, bool drop_idle);
+  void fail(done_handler handler, std::error_code ec);
+
+  sql_options options_;
+  runtime& runtime_;
+  dialect_sql sql_;
+  std::string connect_string_;
+  std::string label_;                      // "postgresql" etc., for messages
+  std::shared_ptr<pg_listener> listener_;  // PostgreSQL only
+
+  std::mutex setup_mutex_;  // held while a first connection sets the schema up
+  std::mutex mutex_;
+  std::condition_variable returned_;
+  std::vector<std::unique_ptr<connection>> idle_;
+  unsigned open_ = 0;
+  unsigned connect_failures_ = 0;
+  steady::time_point next_connect_{};
+  bool schema_ready_ = false;
+  // (name, owner_id) whose release failed: their next acquire releases first (new fence).
+  std::set<std::pair<std::string, std::string>> unreleased_;
+};
+
+}  // namespace baton::backends::sql::detail

@@ -1,0 +1,670 @@
+// The SQL backend against real databases: SQLite files, PostgreSQL and MariaDB started by
+// scripts/test.sh (BATON_TEST_POSTGRES, BATON_TEST_MYSQL).
+#include <netinet/in.h>
+#include <signal.h>
+#include <soci/soci.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <future>
+#include <set>
+#include <thread>
+
+#include <gtest/gtest.h>
+#include <spdlog/sinks/ringbuffer_sink.h>
+
+#include "baton/backends/factory.hpp"
+#include "baton/backends/sql/sql_backend.hpp"
+#include "baton/mutex/detail/log.hpp"
+#include "baton/mutex/errc.hpp"
+#include "baton/mutex/locker.hpp"
+#include "support/env.hpp"
+
+using namespace std::chrono_literals;
+using baton::errc;
+using baton::lease_grant;
+
+namespace {
+
+constexpr auto reply_timeout = 10s;
+
+// Blocking calls over the backend's lease_store, each bounded so a hang fails the test.
+class sync_store {
+ public:
+  explicit sync_store(const std::shared_ptr<baton::mutex_backend>& backend) {
+    auto lsb = std::dynamic_pointer_cast<baton::lease_store_backend>(backend);
+    if (!lsb) throw std::logic_error("not a lease_store_backend");
+    store_ = lsb->store();
+  }
+
+  std::pair<std::error_code, lease_grant> acquire(const std::string& name, const std::string& me,
+                                                  std::chrono::milliseconds ttl = 2s,
+                                                  std::chrono::milliseconds transition = 1s) {
+    return wait<std::pair<std::error_code, lease_grant>>([&](auto done) {
+      store_->async_acquire(name, me, ttl, transition, [done](std::error_code ec, lease_grant g) {
+        done({ec, g});
+      });
+    });
+  }
+  std::error_code release(const std::string& name, const std::string& me) {
+    return wait<std::error_code>([&](auto done) {
+      store_->async_release(name, me, [done](std::error_code ec) { done(ec); });
+    });
+  }
+  std::pair<std::error_code, lease_grant> read(const std::string& name) {
+    return wait<std::pair<std::error_code, lease_grant>>([&](auto done) {
+      store_->async_read(name, [done](std::error_code ec, lease_grant g) { done({ec, g}); });
+    });
+  }
+  std::pair<std::error_code, std::string> read_state(const std::string& name) {
+    return wait<std::pair<std::error_code, std::string>>([&](auto done) {
+      store_->async_read_state(name, [done](std::error_code ec, std::string s) { done({ec, s}); });
+    });
+  }
+  std::error_code write_state(const std::string& name, const std::string& me, std::uint64_t fence,
+                              const std::string& bytes) {
+    return wait<std::error_code>([&](auto done) {
+      store_->async_write_state(name, me, fence, bytes, [done](std::error_code ec) { done(ec); });
+    });
+  }
+
+ private:
+  template <class T, class Start>
+  T wait(Start start) {
+    auto promise = std::make_shared<std::promise<T>>();
+    auto future = promise->get_future();
+    start([promise](T value) { promise->set_value(std::move(value)); });
+    if (future.wait_for(reply_timeout) != std::future_status::ready)
+      throw std::runtime_error("no reply from the store within 10 s");
+    return future.get();
+  }
+
+  std::shared_ptr<baton::lease_store> store_;
+};
+
+std::string unique(const std::string& prefix) {
+  static std::atomic<int> counter{0};
+  return prefix + "_" + std::to_string(::getpid()) + "_" + std::to_string(++counter);
+}
+
+// A port on 127.0.0.1 where nothing listens.
+int closed_port() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+  socklen_t len = sizeof addr;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  ::close(fd);
+  return ntohs(addr.sin_port);
+}
+
+// Captures what the backend logs while alive.
+class log_capture {
+ public:
+  log_capture() : sink_(std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(200)) {
+    baton::detail::log().sinks().push_back(sink_);
+  }
+  ~log_capture() {
+    auto& sinks = baton::detail::log().sinks();
+    sinks.erase(std::remove(sinks.begin(), sinks.end(), sink_), sinks.end());
+  }
+  bool contains(const std::string& text) const {
+    for (const auto& line : sink_->last_formatted())
+      if (line.find(text) != std::string::npos) return true;
+    return false;
+  }
+
+ private:
+  std::shared_ptr<spdlog::sinks::ringbuffer_sink_mt> sink_;
+};
+
+// A plain SOCI session to the test database, for checks and faults behind the backend's back.
+std::unique_ptr<soci::session> admin_session(const baton::backend_config& config) {
+  if (config.type == "sqlite")
+    return std::make_unique<soci::session>("sqlite3",
+                                           "db=" + config.params.at("path") + " timeout=5");
+  return std::make_unique<soci::session>(config.type, config.params.at("connection"));
+}
+
+bool table_exists(const baton::backend_config& config, const std::string& table) {
+  auto sql = admin_session(config);
+  long long n = 0;
+  if (config.type == "sqlite") {
+    std::string count;
+    *sql << "SELECT CAST(COUNT(*) AS TEXT) FROM sqlite_master WHERE type = 'table' AND name = :t",
+        soci::use(table, "t"), soci::into(count);
+    return count != "0";
+  }
+  if (config.type == "postgresql")
+    *sql << "SELECT COUNT(*) FROM information_schema.tables WHERE table_name = :t",
+        soci::use(table, "t"), soci::into(n);
+  else
+    *sql << "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = DATABASE() AND "
+            "table_name = :t",
+        soci::use(table, "t"), soci::into(n);
+  return n > 0;
+}
+
+void drop_table(const baton::backend_config& config, const std::string& table) {
+  auto sql = admin_session(config);
+  *sql << "DROP TABLE IF EXISTS " + table;
+}
+
+class sql_backend_test : public ::testing::TestWithParam<std::string> {
+ protected:
+  baton::backend_config config(std::map<std::string, std::string> extra = {}) {
+    auto c = base_;
+    c.params["table"] = table_;
+    for (auto& [k, v] : extra) c.params[k] = v;
+    return c;
+  }
+  std::shared_ptr<baton::mutex_backend> make(const baton::backend_config& c) {
+    return baton::backends::sql::make_backend(c, rt_);
+  }
+  void TearDown() override {
+    if (created_) drop_table(*created_, table_);
+  }
+  // A backend on a fresh table, dropped after the test.
+  std::shared_ptr<baton::mutex_backend> fresh(std::map<std::string, std::string> extra = {}) {
+    created_ = config(std::move(extra));
+    return make(*created_);
+  }
+
+  baton::runtime rt_;
+  baton::backend_config base_ = baton::test::backend_config_for(GetParam());  // one SQLite file
+  std::string table_ = unique("baton_t");
+  std::optional<baton::backend_config> created_;
+};
+
+TEST_P(sql_backend_test, creates_the_table_when_missing) {
+  auto backend = fresh();
+  ASSERT_FALSE(table_exists(*created_, table_));
+  sync_store store(backend);
+  auto [ec, grant] = store.acquire("m", "a");
+  ASSERT_FALSE(ec) << ec.message();
+  EXPECT_TRUE(grant.owner.is("a"));
+  EXPECT_TRUE(table_exists(*created_, table_));
+}
+
+TEST_P(sql_backend_test, missing_table_with_create_table_false_is_a_clear_error) {
+  log_capture log;
+  auto backend = make(config({{"create_table", "false"}}));
+  sync_store store(backend);
+  auto [ec, grant] = store.acquire("m", "a");
+  EXPECT_EQ(ec, errc::backend_error);
+  EXPECT_TRUE(log.contains("create_table=false"));
+  EXPECT_TRUE(log.contains(table_));
+  EXPECT_FALSE(table_exists(config(), table_));
+}
+
+TEST_P(sql_backend_test, create_table_false_uses_an_existing_table) {
+  created_ = config();
+  auto sql = admin_session(*created_);
+  *sql << baton::backends::sql::schema_sql(
+      GetParam() == "sqlite"       ? baton::backends::sql::dialect::sqlite
+      : GetParam() == "postgresql" ? baton::backends::sql::dialect::postgresql
+                                   : baton::backends::sql::dialect::mysql,
+      table_);
+  sync_store store(make(config({{"create_table", "false"}})));
+  auto [ec, grant] = store.acquire("m", "a");
+  ASSERT_FALSE(ec) << ec.message();
+  EXPECT_TRUE(grant.owner.is("a"));
+}
+
+TEST_P(sql_backend_test, renewal_keeps_the_fence_and_acquired_at) {
+  sync_store store(fresh());
+  auto [ec1, first] = store.acquire("m", "a");
+  ASSERT_FALSE(ec1) << ec1.message();
+  EXPECT_EQ(first.owner.fence, 1u);
+  EXPECT_EQ(first.owner.acquired_at, first.owner.ttl_at - 2s);
+  EXPECT_EQ(first.owner.transition_at, first.owner.ttl_at + 1s);
+  EXPECT_GE(first.now, first.owner.acquired_at);
+  EXPECT_LT(first.now - first.owner.acquired_at, 1s);
+
+  std::this_thread::sleep_for(5ms);  // let the database clock move on
+  auto [ec2, second] = store.acquire("m", "a");
+  ASSERT_FALSE(ec2) << ec2.message();
+  EXPECT_TRUE(second.owner.is("a"));
+  EXPECT_EQ(second.owner.fence, 1u);
+  EXPECT_EQ(second.owner.acquired_at, first.owner.acquired_at);
+  EXPECT_GT(second.owner.ttl_at, first.owner.ttl_at);
+}
+
+TEST_P(sql_backend_test, another_contender_waits_for_transition_at_then_takes_over) {
+  sync_store store(fresh());
+  auto [ec, a] = store.acquire("m", "a", 100ms, 100ms);
+  ASSERT_FALSE(ec) << ec.message();
+
+  auto [ec_b, b] = store.acquire("m", "b", 100ms, 100ms);
+  ASSERT_FALSE(ec_b) << ec_b.message();
+  EXPECT_TRUE(b.owner.is("a")) << "a lost race is no error: the reply names the owner";
+  EXPECT_EQ(b.owner.fence, 1u);
+  EXPECT_LE(b.now, b.owner.transition_at);
+
+  lease_grant taken;
+  ASSERT_TRUE(baton::test::wait_until(
+      [&] {
+        auto [e, g] = store.acquire("m", "b", 100ms, 100ms);
+        taken = g;
+        return !e && g.owner.is("b");
+      },
+      3s));
+  EXPECT_GT(taken.owner.acquired_at, a.owner.transition_at);
+  EXPECT_EQ(taken.owner.fence, 2u);
+}
+
+TEST_P(sql_backend_test, release_frees_at_once_and_a_new_ownership_increments_the_fence) {
+  sync_store store(fresh());
+  auto [ec, a] = store.acquire("m", "a", 5s, 5s);
+  ASSERT_FALSE(ec) << ec.message();
+  EXPECT_FALSE(store.release("m", "b"));  // not the owner: nothing happens
+  EXPECT_TRUE(store.read("m").second.owner.is("a"));
+
+  ASSERT_FALSE(store.release("m", "a"));
+  auto [ec_r, read] = store.read("m");
+  ASSERT_FALSE(ec_r);
+  EXPECT_TRUE(read.owner.empty());
+  EXPECT_LT(read.owner.transition_at, read.now);
+
+  auto [ec_b, b] = store.acquire("m", "b", 5s, 5s);
+  ASSERT_FALSE(ec_b);
+  EXPECT_TRUE(b.owner.is("b"));
+  EXPECT_EQ(b.owner.fence, 2u);
+  ASSERT_FALSE(store.release("m", "b"));
+
+  auto [ec_a, again] = store.acquire("m", "b", 5s, 5s);
+  ASSERT_FALSE(ec_a);
+  EXPECT_EQ(again.owner.fence, 3u) << "re-acquiring after a release is a new ownership";
+}
+
+TEST_P(sql_backend_test, reacquire_after_the_own_lease_lapsed_increments_the_fence) {
+  sync_store store(fresh());
+  auto [ec, a] = store.acquire("m", "a", 20ms, 20ms);
+  ASSERT_FALSE(ec);
+  ASSERT_TRUE(baton::test::wait_until(
+      [&] {
+        auto [e, r] = store.read("m");
+        return !e && r.now > r.owner.transition_at;
+      },
+      3s));
+  auto [ec2, again] = store.acquire("m", "a", 20ms, 20ms);
+  ASSERT_FALSE(ec2);
+  EXPECT_EQ(again.owner.fence, 2u);
+  EXPECT_GT(again.owner.acquired_at, a.owner.acquired_at);
+}
+
+TEST_P(sql_backend_test, read_of_an_unknown_mutex_is_empty) {
+  sync_store store(fresh());
+  auto [ec, g] = store.read("never-used");
+  ASSERT_FALSE(ec) << ec.message();
+  EXPECT_TRUE(g.owner.empty());
+  EXPECT_EQ(g.owner.fence, 0u);
+  EXPECT_GT(g.now.time_since_epoch(), 0ms);
+  auto [ec_s, state] = store.read_state("never-used");
+  ASSERT_FALSE(ec_s);
+  EXPECT_EQ(state, "");
+}
+
+TEST_P(sql_backend_test, write_state_needs_the_owner_and_the_current_fence) {
+  sync_store store(fresh());
+  auto [ec, a] = store.acquire("m", "a", 5s, 5s);
+  ASSERT_FALSE(ec);
+  EXPECT_FALSE(store.write_state("m", "a", a.owner.fence, "one"));
+  EXPECT_EQ(store.write_state("m", "b", a.owner.fence, "x"), errc::not_owner);
+  EXPECT_EQ(store.write_state("m", "a", a.owner.fence + 1, "x"), errc::not_owner);
+  EXPECT_EQ(store.write_state("other", "a", 1, "x"), errc::not_owner);
+  EXPECT_EQ(store.read_state("m").second, "one");
+
+  ASSERT_FALSE(store.release("m", "a"));
+  EXPECT_EQ(store.write_state("m", "a", a.owner.fence, "x"), errc::not_owner);
+  auto [ec2, again] = store.acquire("m", "a", 5s, 5s);
+  ASSERT_FALSE(ec2);
+  EXPECT_EQ(store.write_state("m", "a", a.owner.fence, "x"), errc::not_owner) << "stale fence";
+  EXPECT_FALSE(store.write_state("m", "a", again.owner.fence, "two"));
+  EXPECT_EQ(store.read_state("m").second, "two");
+}
+
+TEST_P(sql_backend_test, write_state_after_the_lease_lapsed_is_refused) {
+  sync_store store(fresh());
+  auto [ec, a] = store.acquire("m", "a", 20ms, 20ms);
+  ASSERT_FALSE(ec);
+  ASSERT_TRUE(baton::test::wait_until(
+      [&] {
+        auto [e, r] = store.read("m");
+        return !e && r.now > r.owner.transition_at;
+      },
+      3s));
+  EXPECT_EQ(store.write_state("m", "a", a.owner.fence, "late"), errc::not_owner);
+}
+
+TEST_P(sql_backend_test, state_round_trips_arbitrary_bytes_up_to_4_kib) {
+  sync_store store(fresh());
+  auto [ec, a] = store.acquire("m", "a", 5s, 5s);
+  ASSERT_FALSE(ec);
+  std::string bytes;
+  for (int i = 0; i < 4096; ++i) bytes += static_cast<char>(i % 256);
+  ASSERT_EQ(bytes[0], '\0');
+  ASSERT_FALSE(store.write_state("m", "a", a.owner.fence, bytes));
+  EXPECT_EQ(store.read_state("m").second, bytes);
+
+  ASSERT_FALSE(store.write_state("m", "a", a.owner.fence, std::string("\0'\"\\;--", 8)));
+  EXPECT_EQ(store.read_state("m").second, std::string("\0'\"\\;--", 8));
+
+  log_capture log;
+  EXPECT_EQ(store.write_state("m", "a", a.owner.fence, std::string(4097, 'x')),
+            errc::invalid_argument);
+  EXPECT_TRUE(log.contains("4096 byte limit"));
+}
+
+TEST_P(sql_backend_test, names_and_owner_ids_are_data_not_sql) {
+  sync_store store(fresh());
+  const std::string evil = "x'); DROP TABLE " + table_ + "; --";
+  auto [ec, g] = store.acquire("Case.sensitive-name_1", evil, 5s, 5s);
+  ASSERT_FALSE(ec) << ec.message();
+  EXPECT_EQ(g.owner.owner_id, evil);
+  auto [ec2, other] = store.acquire("case.sensitive-name_1", "b", 5s, 5s);
+  ASSERT_FALSE(ec2);
+  EXPECT_TRUE(other.owner.is("b")) << "names differing in case are different mutexes";
+  EXPECT_TRUE(table_exists(*created_, table_));
+}
+
+TEST_P(sql_backend_test, concurrent_contenders_get_exactly_one_owner) {
+  sync_store store(fresh());
+  std::vector<std::future<std::pair<std::error_code, lease_grant>>> replies;
+  for (int i = 0; i < 8; ++i)
+    replies.push_back(std::async(std::launch::async, [&store, i] {
+      return store.acquire("race", "c" + std::to_string(i), 5s, 5s);
+    }));
+  std::set<std::string> owners;
+  int winners = 0;
+  for (int i = 0; i < 8; ++i) {
+    auto [ec, g] = replies[i].get();
+    ASSERT_FALSE(ec) << ec.message();
+    owners.insert(g.owner.owner_id);
+    if (g.owner.is("c" + std::to_string(i))) ++winners;
+    EXPECT_EQ(g.owner.fence, 1u);
+  }
+  EXPECT_EQ(winners, 1);
+  EXPECT_EQ(owners.size(), 1u);
+}
+
+TEST_P(sql_backend_test, two_lockers_hand_over) {
+  auto backend = fresh({{"poll_interval", "20ms"}});
+  baton::contend_options options = backend->default_options();
+  EXPECT_EQ(options.poll_interval, 20ms);
+  options.ttl = 1s;
+  options.transition = 1s;
+  baton::locker first(*backend, "handover", options);
+  baton::locker second(*backend, "handover", options);
+  ASSERT_TRUE(first.try_lock_for(5s));
+  ASSERT_TRUE(first.owns_lease());
+  const auto first_fence = first.fence();
+
+  auto waiter = std::async(std::launch::async, [&] { return second.try_lock_for(5s); });
+  EXPECT_EQ(waiter.wait_for(300ms), std::future_status::timeout) << "second got a held mutex";
+  const auto released = std::chrono::steady_clock::now();
+  first.unlock();
+  ASSERT_TRUE(waiter.get());
+  EXPECT_LT(std::chrono::steady_clock::now() - released, 1s) << "waiters poll every 20 ms";
+  EXPECT_TRUE(second.owns_lease());
+  EXPECT_GT(second.fence(), first_fence);
+  EXPECT_TRUE(backend->read_owner("handover").is(second.contender_id()));
+  second.unlock();
+  EXPECT_TRUE(backend->read_owner("handover").empty());
+}
+
+TEST_P(sql_backend_test, a_request_blocked_by_a_lock_fails_with_timeout_after_statement_timeout) {
+  sync_store store(fresh({{"statement_timeout", "300ms"}}));
+  auto [ec, a] = store.acquire("m", "a", 5s, 5s);
+  ASSERT_FALSE(ec) << ec.message();
+
+  // Another session locks the row (SQLite: the whole file) behind the backend's back.
+  auto admin = admin_session(*created_);
+  if (GetParam() == "sqlite") {
+    *admin << "BEGIN IMMEDIATE";
+  } else {
+    *admin << (GetParam() == "mysql" ? "START TRANSACTION" : "BEGIN");
+    std::string name;
+    *admin << "SELECT name FROM " + table_ + " WHERE name = 'm' FOR UPDATE", soci::into(name);
+  }
+  const auto start = std::chrono::steady_clock::now();
+  auto [ec2, blocked] = store.acquire("m", "a", 5s, 5s);
+  const auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_EQ(ec2, errc::timeout) << ec2.message();
+  EXPECT_GE(took, 250ms);
+  EXPECT_LT(took, 2s);
+  *admin << "ROLLBACK";
+
+  auto [ec3, again] = store.acquire("m", "a", 5s, 5s);
+  ASSERT_FALSE(ec3) << ec3.message();
+  EXPECT_EQ(again.owner.fence, a.owner.fence);
+}
+
+TEST_P(sql_backend_test, reacquire_after_a_failed_release_is_a_new_ownership) {
+  sync_store store(fresh({{"statement_timeout", "300ms"}}));
+  auto [ec, a] = store.acquire("m", "a", 5s, 5s);
+  ASSERT_FALSE(ec) << ec.message();
+
+  auto admin = admin_session(*created_);
+  if (GetParam() == "sqlite") {
+    *admin << "BEGIN IMMEDIATE";
+  } else {
+    *admin << (GetParam() == "mysql" ? "START TRANSACTION" : "BEGIN");
+    std::string name;
+    *admin << "SELECT name FROM " + table_ + " WHERE name = 'm' FOR UPDATE", soci::into(name);
+  }
+  EXPECT_EQ(store.release("m", "a"), errc::timeout);
+  *admin << "ROLLBACK";
+
+  // The release never reached the database, yet "a" gave the mutex up: taking it again is a
+  // new ownership, not a renewal of the old one.
+  auto [ec2, again] = store.acquire("m", "a", 5s, 5s);
+  ASSERT_FALSE(ec2) << ec2.message();
+  EXPECT_TRUE(again.owner.is("a"));
+  EXPECT_EQ(again.owner.fence, a.owner.fence + 1);
+  auto [ec3, renewed] = store.acquire("m", "a", 5s, 5s);
+  ASSERT_FALSE(ec3) << ec3.message();
+  EXPECT_EQ(renewed.owner.fence, again.owner.fence) << "then renewals keep the fence again";
+}
+
+INSTANTIATE_TEST_SUITE_P(dialects, sql_backend_test,
+                         ::testing::Values("sqlite", "postgresql", "mysql"),
+                         [](const auto& info) { return info.param; });
+
+// Network failures: PostgreSQL and MariaDB.
+class sql_network_test : public ::testing::TestWithParam<std::string> {
+ protected:
+  baton::runtime rt_;
+};
+
+TEST_P(sql_network_test, unreachable_server_fails_fast_with_connection_lost) {
+  const auto port = std::to_string(closed_port());
+  baton::backend_config config;
+  config.type = GetParam();
+  config.params["connection"] =
+      GetParam() == "postgresql"
+          ? "dbname=baton_test user=postgres host=127.0.0.1 port=" + port
+          : "db=baton_test user=baton password=baton host=127.0.0.1 port=" + port;
+  sync_store store(baton::make_backend(config, rt_));
+  const auto start = std::chrono::steady_clock::now();
+  auto [ec, g] = store.acquire("m", "a");
+  EXPECT_EQ(ec, errc::connection_lost);
+  auto [ec2, g2] = store.acquire("m", "a");  // within the connect backoff: fails at once
+  EXPECT_EQ(ec2, errc::connection_lost);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 2s);
+}
+
+// Kills the server side of the connections a backend under test opened: PostgreSQL by the
+// application_name its connection string carries, MariaDB by the baton user's connections that
+// were not there before (other tests' connections stay alive).
+class connection_killer {
+ public:
+  explicit connection_killer(baton::backend_config& config)
+      : type_(config.type), app_(unique("baton_kill")) {
+    if (type_ == "postgresql") config.params["connection"] += " application_name=" + app_;
+    admin_ = admin_session(config);
+    if (type_ == "mysql") {
+      auto ids = mysql_ids();
+      before_.insert(ids.begin(), ids.end());
+    }
+  }
+  // Returns how many connections were killed.
+  long long kill() {
+    long long killed = 0;
+    if (type_ == "postgresql") {
+      *admin_ << "SELECT COUNT(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                 "WHERE application_name = :app AND pid <> pg_backend_pid()) AS t",
+          soci::use(app_, "app"), soci::into(killed);
+    } else {
+      for (auto id : mysql_ids())
+        if (before_.count(id) == 0) {
+          *admin_ << "KILL " + std::to_string(id);
+          ++killed;
+        }
+    }
+    return killed;
+  }
+  soci::session& admin() { return *admin_; }
+
+ private:
+  std::vector<long long> mysql_ids() {
+    std::vector<long long> ids(1000);
+    *admin_ << "SELECT id FROM information_schema.processlist WHERE user = 'baton' AND "
+               "id <> CONNECTION_ID()",
+        soci::into(ids);
+    return ids;
+  }
+
+  std::string type_;
+  std::string app_;
+  std::unique_ptr<soci::session> admin_;
+  std::set<long long> before_;
+};
+
+TEST_P(sql_network_test, reconnects_after_the_server_killed_its_connections) {
+  const std::string table = unique("baton_t");
+  auto config = baton::test::backend_config_for(GetParam());
+  config.params["table"] = table;
+  connection_killer killer(config);
+  sync_store store(baton::make_backend(config, rt_));
+  auto [ec, first] = store.acquire("m", "a", 5s, 5s);
+  ASSERT_FALSE(ec) << ec.message();
+
+  EXPECT_GE(killer.kill(), 1);
+  auto [ec2, failed] = store.acquire("m", "a", 5s, 5s);
+  EXPECT_EQ(ec2, errc::connection_lost) << ec2.message();
+  auto [ec3, again] = store.acquire("m", "a", 5s, 5s);
+  ASSERT_FALSE(ec3) << ec3.message();
+  EXPECT_TRUE(again.owner.is("a"));
+  EXPECT_EQ(again.owner.fence, first.owner.fence) << "still a renewal";
+  killer.admin() << "DROP TABLE IF EXISTS " + table;
+}
+
+TEST_P(sql_network_test, release_is_retried_on_a_new_connection_after_a_lost_one) {
+  const std::string table = unique("baton_t");
+  auto config = baton::test::backend_config_for(GetParam());
+  config.params["table"] = table;
+  connection_killer killer(config);
+  sync_store store(baton::make_backend(config, rt_));
+  auto [ec, first] = store.acquire("m", "a", 5s, 5s);
+  ASSERT_FALSE(ec) << ec.message();
+
+  EXPECT_GE(killer.kill(), 1);
+  EXPECT_FALSE(store.release("m", "a")) << "a graceful stop must not leave the lease behind";
+  auto [ec2, read] = store.read("m");
+  ASSERT_FALSE(ec2) << ec2.message();
+  EXPECT_TRUE(read.owner.empty());
+  killer.admin() << "DROP TABLE IF EXISTS " + table;
+}
+
+TEST(sql_postgresql, a_frozen_server_process_gives_timeout_not_a_hang) {
+  baton::runtime rt;
+  const std::string table = unique("baton_t");
+  const std::string app = unique("baton_freeze");
+  auto config = baton::test::backend_config_for("postgresql");
+  config.params["table"] = table;
+  config.params["statement_timeout"] = "300ms";
+  config.params["connection"] += " application_name=" + app;
+  sync_store store(baton::make_backend(config, rt));
+  auto [ec, first] = store.acquire("m", "a", 5s, 5s);
+  ASSERT_FALSE(ec) << ec.message();
+
+  auto admin = admin_session(config);
+  long long pid = 0;
+  *admin << "SELECT pid FROM pg_stat_activity WHERE application_name = :app", soci::use(app, "app"),
+      soci::into(pid);
+  ASSERT_GT(pid, 0);
+  // Freeze the server process of the backend's connection: its kernel still acknowledges TCP,
+  // so only the backend's own deadline can end the request.
+  ASSERT_EQ(::kill(static_cast<pid_t>(pid), SIGSTOP), 0);
+  const auto start = std::chrono::steady_clock::now();
+  auto [ec2, frozen] = store.acquire("m", "a", 5s, 5s);
+  const auto took = std::chrono::steady_clock::now() - start;
+  ::kill(static_cast<pid_t>(pid), SIGCONT);
+  EXPECT_EQ(ec2, errc::timeout) << ec2.message();
+  EXPECT_LT(took, 2s);
+
+  auto [ec3, again] = store.acquire("m", "a", 5s, 5s);
+  ASSERT_FALSE(ec3) << ec3.message();
+  EXPECT_EQ(again.owner.fence, first.owner.fence);
+  *admin << "DROP TABLE IF EXISTS " + table;
+}
+
+// The time a waiting locker needs to take over after the owner unlocks.
+std::chrono::steady_clock::duration handover_time(baton::mutex_backend& backend,
+                                                  const std::string& name) {
+  baton::contend_options options = backend.default_options();
+  options.ttl = 10s;
+  options.transition = 5s;
+  baton::locker first(backend, name, options);
+  baton::locker second(backend, name, options);
+  if (!first.try_lock_for(5s)) throw std::runtime_error("first locker got no lock");
+  auto waiter = std::async(std::launch::async, [&] { return second.try_lock_for(10s); });
+  // Let the waiter see the owner and settle into polling.
+  if (waiter.wait_for(300ms) != std::future_status::timeout)
+    throw std::runtime_error("second locker got a held lock");
+  const auto released = std::chrono::steady_clock::now();
+  first.unlock();
+  if (!waiter.get()) throw std::runtime_error("second locker got no lock");
+  return std::chrono::steady_clock::now() - released;
+}
+
+TEST(sql_postgresql, release_wakes_waiters_at_once_with_listen_notify) {
+  baton::runtime rt;
+  const std::string table = unique("baton_t");
+  const std::string app = unique("baton_notify");
+  auto config = baton::test::backend_config_for("postgresql");
+  config.params["table"] = table;
+  config.params["poll_interval"] = "5s";  // a poll alone would take seconds
+  config.params["connection"] += " application_name=" + app;
+  auto backend = baton::make_backend(config, rt);
+  EXPECT_LT(handover_time(*backend, "notify"), 1s);
+
+  // The LISTEN connection is rebuilt after the server dropped it.
+  auto admin = admin_session(config);
+  long long killed = 0;
+  *admin << "SELECT COUNT(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE application_name = :app AND pid <> pg_backend_pid()) AS t",
+      soci::use(app, "app"), soci::into(killed);
+  EXPECT_GE(killed, 2) << "a request connection and the LISTEN connection";
+  ASSERT_TRUE(baton::test::wait_until(
+      [&] {
+        long long listening = 0;
+        *admin << "SELECT COUNT(*) FROM pg_stat_activity WHERE application_name = :app AND "
+                  "query LIKE 'LISTEN%'",
+            soci::use(app, "app"), soci::into(listening);
+        return listening == 1;
+      },
+      5s));
+  EXPECT_LT(handover_time(*backend, "notify"), 1s);
+  *admin << "DROP TABLE IF EXISTS " + table;
+}
+
+INSTANTIATE_TEST_SUITE_P(servers, sql_network_test, ::testing::Values("postgresql", "mysql"),
+                         [](const auto& info) { return info.param; });
+
+}  // namespace
