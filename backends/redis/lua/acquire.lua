@@ -97,6 +97,21 @@ if owner and owner ~= id then
 end
 
 local counter_lost = redis.call('EXISTS', fence_key) == 0
+if not owner and counter_lost and (tonumber(min_fence) or 0) > 0 and
+    not (seen_own and seen_until > now) then
+  -- The caller knew this mutex, so its counter is gone because Redis lost its data. Whoever
+  -- owned it may still act on its local lease, and this caller may not know who that is: hold
+  -- the mutex for nobody (an empty handoff) for one full lease, so every such lease has ended
+  -- before anybody takes it. The counter restarts above every fence issued before.
+  local seed = now_us
+  if (tonumber(min_fence) or 0) > tonumber(now_us) then
+    seed = min_fence
+  end
+  redis.call('SET', fence_key, seed)
+  redis.call('SET', handoff_key, '', 'PX', int(ttl + transition))
+  join()
+  return free_record(now + ttl + transition)
+end
 if not owner then
   local reclaim = counter_lost and seen_until > now
   if reclaim and not seen_own then
@@ -105,11 +120,14 @@ if not owner then
   end
   if not reclaim then
     local handoff = redis.call('GET', handoff_key)
-    if handoff and handoff ~= id then
+    -- During a lost-data hold (empty handoff) only the caller whose own lease is live may take
+    -- the mutex back.
+    local owner_back = handoff == '' and seen_own and seen_until > now
+    if handoff and handoff ~= id and not owner_back then
       join()
       return free_record(now + math.max(redis.call('PTTL', handoff_key), 0))
     end
-    if not handoff then
+    if not handoff and not owner_back then
       purge()
       local head = redis.call('ZRANGE', queue_key, 0, 0)[1]
       if head and head ~= id then

@@ -157,9 +157,11 @@ class store_core : public std::enable_shared_from_this<store_core> {
                 [&self, name, owner_id, handler = std::move(handler)](std::error_code ec, reply r) {
                   if (!(ec = self.check("release", name, ec, r)) && r.type != reply::kind::integer)
                     ec = self.unexpected("release", name, r, "an integer");
+                  // Released: no live lease to protect, but keep the fence (a later acquire
+                  // that finds the counter gone knows Redis lost its data).
                   if (auto seen = self.last_seen_.find(name);
                       !ec && seen != self.last_seen_.end() && seen->second.owner_id == owner_id)
-                    self.last_seen_.erase(seen);
+                    seen->second.owner_id.clear();
                   if (ec)
                     self.failed_releases_.insert(name + '\n' + owner_id);
                   else
