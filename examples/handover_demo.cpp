@@ -85,12 +85,17 @@ int main(int argc, char** argv) {
       return argv[++i];
     };
     try {
-      if (a == "--db") db = value();
-      else if (a == "--nodes") nodes = std::stoi(value());
-      else if (a == "--hold") hold = std::stol(value());
-      else if (a == "--duration") duration = std::stol(value());
+      if (a == "--db")
+        db = value();
+      else if (a == "--nodes")
+        nodes = std::stoi(value());
+      else if (a == "--hold")
+        hold = std::stol(value());
+      else if (a == "--duration")
+        duration = std::stol(value());
       else if (a == "--help") {
-        std::printf("usage: baton_handover_demo [--db PATH] [--nodes N] [--hold S] [--duration S]\n");
+        std::printf(
+            "usage: baton_handover_demo [--db PATH] [--nodes N] [--hold S] [--duration S]\n");
         return 0;
       } else {
         std::fprintf(stderr, "baton_handover_demo: unknown argument '%s'\n", a.c_str());
