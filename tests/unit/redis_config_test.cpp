@@ -85,7 +85,8 @@ TEST(redis_settings, durations_take_a_unit) {
   EXPECT_EQ(rd::parse_duration("x", "250ms"), 250ms);
   EXPECT_EQ(rd::parse_duration("x", "2s"), 2000ms);
   EXPECT_EQ(rd::parse_duration("x", "1m"), 60000ms);
-  for (auto bad : {"", "10", "ms", "-1s", "0s", "1.5s", "1h", "s1"})
+  EXPECT_EQ(rd::parse_duration("x", "1h"), 3'600'000ms);  // the grammar of every baton duration
+  for (auto bad : {"", "10", "ms", "-1s", "0s", "1.5s", "1h30m", "5 s", "s1"})
     EXPECT_THROW(rd::parse_duration("x", bad), std::invalid_argument) << bad;
 }
 

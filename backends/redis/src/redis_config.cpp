@@ -1,5 +1,7 @@
 #include "redis_config.hpp"
 
+#include "baton/mutex/duration.hpp"
+
 #include <charconv>
 #include <stdexcept>
 
@@ -128,26 +130,11 @@ endpoint parse_url(const std::string& url) {
 }
 
 std::chrono::milliseconds parse_duration(const std::string& what, const std::string& value) {
-  auto fail = [&] {
+  auto d = baton::parse_duration(value);
+  if (!d || d->count() <= 0)
     throw std::invalid_argument("redis backend: " + what + " '" + value +
                                 "' is not a positive duration (e.g. 250ms, 2s, 1m)");
-  };
-  std::size_t digits = 0;
-  while (digits < value.size() && value[digits] >= '0' && value[digits] <= '9') ++digits;
-  long long n = 0;
-  if (!parse_int(std::string_view(value).substr(0, digits), n)) fail();
-  auto unit = value.substr(digits);
-  long long ms = 0;
-  if (unit == "ms")
-    ms = n;
-  else if (unit == "s")
-    ms = n * 1000;
-  else if (unit == "m")
-    ms = n * 60'000;
-  else
-    fail();
-  if (ms <= 0 || n > 1'000'000'000) fail();
-  return std::chrono::milliseconds{ms};
+  return *d;
 }
 
 settings parse_settings(const backend_config& config) {

@@ -1,10 +1,12 @@
 // Reading the backend_config of an SQL backend, and building SOCI connection strings.
 #include <algorithm>
+
 #include <cctype>
 #include <charconv>
 #include <filesystem>
 #include <set>
 #include <stdexcept>
+#include "baton/mutex/duration.hpp"
 
 #include "config.hpp"
 
@@ -122,30 +124,10 @@ long long ceil_seconds(std::chrono::milliseconds timeout, long long min_seconds)
 
 std::chrono::milliseconds parse_duration(std::string_view text, std::string_view type,
                                          std::string_view param) {
-  auto fail = [&]() -> std::chrono::milliseconds {
-    bad_param(type, param,
-              "bad duration '" + std::string(text) +
-                  "' (expected a whole number and a unit: ms, s, m, h, d, as in '250ms' or '5s')");
-  };
-  long long count = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), count);
-  if (ec != std::errc{} || end == text.data() || count < 0) return fail();
-  std::string_view unit(end, text.data() + text.size() - end);
-  long long factor = 0;
-  if (unit == "ms")
-    factor = 1;
-  else if (unit == "s")
-    factor = 1000;
-  else if (unit == "m")
-    factor = 60'000;
-  else if (unit == "h")
-    factor = 3'600'000;
-  else if (unit == "d")
-    factor = 86'400'000;
-  else
-    return fail();
-  if (count > (1LL << 40) / factor) return fail();
-  return std::chrono::milliseconds{count * factor};
+  if (auto d = baton::parse_duration(text)) return *d;
+  bad_param(type, param,
+            "bad duration '" + std::string(text) +
+                "' (expected a whole number and a unit: ms, s, m, h, d, as in '250ms' or '5s')");
 }
 
 void validate(const sql_options& o) {

@@ -1,10 +1,12 @@
 // Settings of the ZooKeeper backend and lock node names: pure functions, unit tested.
 #include <algorithm>
+
 #include <boost/uuid/uuid.hpp>
 #include <boost/uuid/uuid_generators.hpp>
 #include <cctype>
 #include <charconv>
 #include <stdexcept>
+#include "baton/mutex/duration.hpp"
 
 #include "baton/backends/zookeeper/detail.hpp"
 #include "baton/mutex/detail/log.hpp"
@@ -64,32 +66,11 @@ std::string check_host_entry(std::string_view entry, std::string_view all) {
 }  // namespace
 
 std::chrono::milliseconds parse_duration(std::string_view text, std::string_view what) {
-  auto fail = [&] {
-    throw std::invalid_argument("zookeeper backend: parameter '" + std::string(what) + "' ('" +
-                                std::string(text) +
-                                "') is not a duration: use a whole number and a unit, e.g. "
-                                "250ms, 6s, 1m");
-  };
-  std::size_t digits = 0;
-  while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits]))) ++digits;
-  if (digits == 0 || digits > 12) fail();
-  long long value = 0;
-  std::from_chars(text.data(), text.data() + digits, value);
-  auto unit = text.substr(digits);
-  long long factor = 0;
-  if (unit == "ms")
-    factor = 1;
-  else if (unit == "s")
-    factor = 1'000;
-  else if (unit == "m")
-    factor = 60'000;
-  else if (unit == "h")
-    factor = 3'600'000;
-  else if (unit == "d")
-    factor = 86'400'000;
-  else
-    fail();
-  return std::chrono::milliseconds{value * factor};
+  if (auto d = baton::parse_duration(text)) return *d;
+  throw std::invalid_argument("zookeeper backend: parameter '" + std::string(what) + "' ('" +
+                              std::string(text) +
+                              "') is not a duration: use a whole number and a unit, e.g. "
+                              "250ms, 6s, 1m");
 }
 
 std::string path_error(std::string_view path) {

@@ -1,9 +1,9 @@
-#include "baton/config/duration.hpp"
+#include "baton/mutex/duration.hpp"
 
 #include <array>
 #include <utility>
 
-namespace baton::config {
+namespace baton {
 
 namespace {
 
@@ -49,4 +49,4 @@ std::string format_duration(std::chrono::milliseconds d) {
   return std::to_string(ms) + "ms";
 }
 
-}  // namespace baton::config
+}  // namespace baton
