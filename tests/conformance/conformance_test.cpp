@@ -21,6 +21,7 @@
 #include "support/env.hpp"
 #include "support/faults.hpp"
 #include "support/process.hpp"
+#include "support/sections.hpp"
 
 using namespace std::chrono_literals;
 
@@ -294,18 +295,8 @@ INSTANTIATE_TEST_SUITE_P(backend, conformance, ::testing::ValuesIn(all_backends(
 
 namespace {
 
-struct section {
-  long long pid, fence, start, end;
-};
-
-std::vector<section> read_sections(const std::string& path) {
-  std::vector<section> out;
-  std::ifstream in(path);
-  section s{};
-  while (in >> s.pid >> s.fence >> s.start >> s.end) out.push_back(s);
-  std::sort(out.begin(), out.end(), [](auto& a, auto& b) { return a.start < b.start; });
-  return out;
-}
+using baton::test::read_sections;
+using baton::test::section;
 
 class conformance_processes : public ::testing::TestWithParam<std::string> {
  protected:
@@ -334,16 +325,6 @@ class conformance_processes : public ::testing::TestWithParam<std::string> {
     return procs;
   }
 
-  // No two sections overlap and fences strictly increase in time order.
-  void expect_serialized(const std::vector<section>& sections) {
-    for (std::size_t i = 1; i < sections.size(); ++i) {
-      EXPECT_LE(sections[i - 1].end, sections[i].start)
-          << "sections overlap: pid " << sections[i - 1].pid << " fence " << sections[i - 1].fence
-          << " and pid " << sections[i].pid << " fence " << sections[i].fence;
-      EXPECT_LT(sections[i - 1].fence, sections[i].fence) << "fence did not increase at " << i;
-    }
-  }
-
   long long acquired_ns(const std::string& line) {
     std::istringstream in(line);
     std::string word;
@@ -363,7 +344,7 @@ TEST_P(conformance_processes, three_processes_never_overlap_and_fences_increase)
   auto procs = start_sections(3, mutex, log, 8s);
   for (auto& p : procs) ASSERT_EQ(p.wait_exit(60s), 0);
   auto sections = read_sections(log);
-  expect_serialized(sections);
+  baton::test::expect_sections_serialized(sections);
   EXPECT_GE(sections.size(), 20u);
   std::set<long long> pids;
   for (auto& s : sections) pids.insert(s.pid);
@@ -433,7 +414,7 @@ TEST_P(conformance_processes, killed_connections_and_restarted_server_never_yiel
   long long after_fault = baton::test::mono_ns();
   for (auto& p : procs) ASSERT_EQ(p.wait_exit(90s), 0);
   auto sections = read_sections(log);
-  expect_serialized(sections);
+  baton::test::expect_sections_serialized(sections);
   auto recovered = std::count_if(sections.begin(), sections.end(),
                                  [&](const section& s) { return s.start > after_fault; });
   EXPECT_GE(recovered, 3) << "ownership did not recover after the faults";

@@ -29,6 +29,7 @@
 #include "baton/mutex/locker.hpp"
 #include "support/env.hpp"
 #include "support/process.hpp"
+#include "support/sections.hpp"
 
 using namespace std::chrono_literals;
 using steady = std::chrono::steady_clock;
@@ -773,18 +774,8 @@ TEST_F(redis_test, a_paused_server_times_commands_out_and_the_backend_recovers) 
 
 namespace {
 
-struct section {
-  long long pid, fence, start, end;
-};
-
-std::vector<section> read_sections(const std::string& path) {
-  std::vector<section> out;
-  std::ifstream in(path);
-  section s{};
-  while (in >> s.pid >> s.fence >> s.start >> s.end) out.push_back(s);
-  std::sort(out.begin(), out.end(), [](auto& a, auto& b) { return a.start < b.start; });
-  return out;
-}
+using baton::test::read_sections;
+using baton::test::section;
 
 }  // namespace
 
@@ -807,11 +798,7 @@ TEST_F(redis_test, three_processes_through_killed_subscriptions_and_flushall_nev
   const long long after_faults = baton::test::mono_ns();
   for (auto& p : procs) ASSERT_EQ(p.wait_exit(60s), 0);
   auto sections = read_sections(log);
-  for (std::size_t i = 1; i < sections.size(); ++i) {
-    EXPECT_LE(sections[i - 1].end, sections[i].start)
-        << "sections overlap: pid " << sections[i - 1].pid << " and pid " << sections[i].pid;
-    EXPECT_LT(sections[i - 1].fence, sections[i].fence) << "fence did not increase at " << i;
-  }
+  baton::test::expect_sections_serialized(sections);
   auto recovered = std::count_if(sections.begin(), sections.end(),
                                  [&](const section& s) { return s.start > after_faults; });
   EXPECT_GE(recovered, 3) << "ownership did not recover after the faults";
