@@ -17,13 +17,22 @@ contend_period::contend_period(contend_options options, random_source random)
     : options_(options), random_(random ? std::move(random) : default_random_source()) {}
 
 std::chrono::milliseconds contend_period::next_delay(const mutex_owner& owner,
-                                                     const std::string& self,
-                                                     backend_time now) const {
+                                                     const std::string& self, backend_time now,
+                                                     wakeup_coverage wakeups) const {
   using std::chrono::milliseconds;
   if (owner.is(self)) return std::max(milliseconds::zero(), owner.ttl_at - now);
   milliseconds jitter{random_(jitter_min.count(), jitter_max.count())};
   milliseconds until_free = owner.transition_at - now + jitter;
-  return std::clamp(until_free, milliseconds::zero(), options_.poll_interval);
+  if (until_free <= milliseconds::zero()) return milliseconds::zero();
+  switch (wakeups) {
+    case wakeup_coverage::none:
+      return std::min(until_free, options_.poll_interval);
+    case wakeup_coverage::release:
+      return std::min(until_free, std::max(options_.poll_interval, options_.lease()));
+    case wakeup_coverage::release_and_expiry:
+      break;
+  }
+  return std::max(options_.poll_interval, 2 * options_.lease() + jitter);
 }
 
 }  // namespace baton

@@ -65,14 +65,16 @@ class lease_contend_service final : public contend_service {
   void start_contend(std::uint64_t generation) override {
     machine_ = detail::lease_machine(contender_id(), options(), random_);
     std::weak_ptr<lease_contend_service> weak = shared();
-    watch_ = store_->watch(mutex_name(), contender_id(), [weak, generation] {
-      if (auto self = weak.lock())
-        boost::asio::post(self->get_executor(), [self, generation] {
-          if (!self->current(generation)) return;
-          self->machine_.on_wakeup(steady::now());
-          self->schedule(generation);
+    watch_ =
+        store_->watch(mutex_name(), contender_id(), options().poll_interval, [weak, generation] {
+          if (auto self = weak.lock())
+            boost::asio::post(self->get_executor(), [self, generation] {
+              if (!self->current(generation)) return;
+              self->machine_.on_wakeup(steady::now());
+              self->schedule(generation);
+            });
         });
-    });
+    machine_.set_wakeups(watch_ != 0 ? store_->wakeups() : wakeup_coverage::none);
     attempt(generation);
   }
 
@@ -125,6 +127,8 @@ class lease_contend_service final : public contend_service {
         detail::log().warn("mutex '{}': request failed: {}", mutex_name(), ec.message());
       notes = machine_.on_error(now);
     } else {
+      // What the store's wake-ups cover may change while it runs (SQL: batched polling).
+      if (watch_ != 0) machine_.set_wakeups(store_->wakeups());
       notes = machine_.on_reply(now, grant);
     }
     deliver(notes);

@@ -52,7 +52,7 @@ std::vector<lease_machine::notification> lease_machine::on_reply(time_point now,
 
   if (leader_) notes.push_back(step_down(after));
   known_ = after;
-  next_attempt_ = now + period_.next_delay(after, self_, grant.now);
+  next_attempt_ = now + period_.next_delay(after, self_, grant.now, wakeups_);
   return notes;
 }
 

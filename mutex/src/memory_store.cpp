@@ -93,7 +93,7 @@ void memory_lease_store::async_write_state(const std::string& name, const std::s
 }
 
 std::uint64_t memory_lease_store::watch(const std::string& name, const std::string& owner_id,
-                                        std::function<void()> wake) {
+                                        std::chrono::milliseconds, std::function<void()> wake) {
   std::lock_guard lock(mutex_);
   auto id = next_watch_++;
   watchers_[id] = watcher{name, std::move(wake)};

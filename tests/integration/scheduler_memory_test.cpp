@@ -121,8 +121,9 @@ class cuttable_store final : public lease_store {
     inner_->async_write_state(name, owner_id, fence, std::move(bytes), std::move(handler));
   }
   std::uint64_t watch(const std::string& name, const std::string& owner_id,
+                      std::chrono::milliseconds poll_interval,
                       std::function<void()> wake) override {
-    return inner_->watch(name, owner_id, std::move(wake));
+    return inner_->watch(name, owner_id, poll_interval, std::move(wake));
   }
   void unwatch(std::uint64_t handle) noexcept override { inner_->unwatch(handle); }
 

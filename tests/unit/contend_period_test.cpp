@@ -66,6 +66,25 @@ TEST(contend_period, free_mutex_is_retried_soon) {
   EXPECT_EQ(period.next_delay(baton::mutex_owner{}, "me", at(5'000)), 0ms);
 }
 
+TEST(contend_period, waiter_woken_on_release_waits_for_transition_not_poll_interval) {
+  baton::contend_period period(opts(500ms), fixed(0));
+  const auto w = baton::wakeup_coverage::release;
+  EXPECT_EQ(period.next_delay(owner("other", 10'000, 16'000), "me", at(1'000), w), 15'000ms);
+  // Never longer than one lease (ttl 10 s + transition 6 s by default).
+  EXPECT_EQ(period.next_delay(owner("other", 10'000, 90'000), "me", at(1'000), w), 16'000ms);
+  EXPECT_EQ(period.next_delay(owner("other", 10'000, 16'000), "me", at(20'000), w), 0ms);
+}
+
+TEST(contend_period, waiter_woken_on_release_and_expiry_asks_every_two_leases) {
+  baton::contend_period period(opts(500ms), fixed(0));
+  const auto w = baton::wakeup_coverage::release_and_expiry;
+  EXPECT_EQ(period.next_delay(owner("other", 10'000, 16'000), "me", at(1'000), w), 32'000ms);
+  // A free or lapsed mutex is still asked for at once; the owner still renews at ttl_at.
+  EXPECT_EQ(period.next_delay(owner("other", 10'000, 16'000), "me", at(17'000), w), 0ms);
+  EXPECT_EQ(period.next_delay(baton::mutex_owner{}, "me", at(5'000), w), 0ms);
+  EXPECT_EQ(period.next_delay(owner("me", 10'000, 16'000), "me", at(1'000), w), 9'000ms);
+}
+
 TEST(contend_period, default_random_source_stays_in_range) {
   auto random = baton::default_random_source();
   for (int i = 0; i < 10'000; ++i) {

@@ -8,6 +8,7 @@
 
 #include "asio_adapter.hpp"
 #include "baton/mutex/detail/log.hpp"
+#include "baton/mutex/stats.hpp"
 #include "baton/mutex/errc.hpp"
 
 namespace baton::backends::redis::detail {
@@ -228,6 +229,7 @@ bool connection::send_raw(const std::vector<std::string>& args,
     argv.push_back(a.data());
     lengths.push_back(a.size());
   }
+  baton::detail::count_backend_requests();
   return redisAsyncCommandArgv(ctx_, callback, privdata, static_cast<int>(argv.size()), argv.data(),
                                lengths.data()) == REDIS_OK;
 }

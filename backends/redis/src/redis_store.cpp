@@ -477,7 +477,7 @@ class redis_store final : public lease_store {
     core_->write_state(name, owner_id, fence, std::move(bytes), std::move(handler));
   }
   std::uint64_t watch(const std::string& name, const std::string& owner_id,
-                      std::function<void()> wake) override {
+                      std::chrono::milliseconds, std::function<void()> wake) override {
     return core_->watch(name, owner_id, std::move(wake));
   }
   void unwatch(std::uint64_t handle) noexcept override { core_->unwatch(handle); }

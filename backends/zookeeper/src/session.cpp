@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "baton/mutex/detail/log.hpp"
+#include "baton/mutex/stats.hpp"
 #include "baton/mutex/errc.hpp"
 
 namespace baton::backends::zookeeper::detail {
@@ -628,6 +629,7 @@ void session::submit(std::uint64_t gen, op_handler handler, Call call) {
       ctx->handle = ctx_;
       ctx->sent = now_ns();
       rc = call(zh_, ctx.get());
+      baton::detail::count_backend_requests();
       if (rc == ZOK) {
         ctx.release();  // the completion owns it now (and may already have freed it)
         return;

@@ -16,6 +16,13 @@ using random_source = std::function<std::int64_t(std::int64_t lo, std::int64_t h
 /// The default random source (a thread-local Mersenne twister).
 random_source default_random_source();
 
+/// What a backend's wake-ups tell a waiter, and so how often it must still ask on its own.
+enum class wakeup_coverage {
+  none,                ///< no wake-ups: poll at least every poll_interval
+  release,             ///< woken when the mutex is released: ask at transition_at (lapse)
+  release_and_expiry,  ///< woken on release and on lapse: ask only now and then, as a safeguard
+};
+
 /// Pure: how long a contender waits before its next acquire/renew request.
 class contend_period {
  public:
@@ -26,9 +33,12 @@ class contend_period {
 
   /// Delay from `now` (backend clock, read with `owner`) until the next request of `self`:
   /// the owner renews at ttl_at; a waiter wakes at transition_at plus jitter in [-200, +1000) ms,
-  /// but never before now and never later than one poll_interval.
+  /// but never before now and never later than one poll_interval. A waiter the backend wakes
+  /// on release waits until transition_at (at most one lease); one it also wakes when the lease
+  /// lapses asks every two leases only, as a safeguard.
   std::chrono::milliseconds next_delay(const mutex_owner& owner, const std::string& self,
-                                       backend_time now) const;
+                                       backend_time now,
+                                       wakeup_coverage wakeups = wakeup_coverage::none) const;
 
   const contend_options& options() const noexcept { return options_; }
 

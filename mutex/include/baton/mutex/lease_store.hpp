@@ -50,13 +50,18 @@ class lease_store {
   /// lease; else errc::not_owner.
   virtual void async_write_state(const std::string& name, const std::string& owner_id,
                                  std::uint64_t fence, std::string bytes, done_handler handler) = 0;
-  /// Asks to be told (`wake`, any thread) when the mutex may have become free. Returns a
-  /// handle for unwatch(); 0 means the store has no wake-ups and waiters only poll.
+  /// Asks to be told (`wake`, any thread) when the mutex may have become free. `poll_interval`
+  /// is the waiter's own: a store that finds free mutexes by polling for its waiters does so at
+  /// least that often. Returns a handle for unwatch(); 0 means the store has no wake-ups and
+  /// waiters only poll.
   virtual std::uint64_t watch(const std::string& name, const std::string& owner_id,
-                              std::function<void()> wake) {
+                              std::chrono::milliseconds poll_interval, std::function<void()> wake) {
     return 0;
   }
   virtual void unwatch(std::uint64_t handle) noexcept {}
+  /// What watch() wake-ups cover now; asked before each reply is planned, only when watch()
+  /// returned a handle.
+  virtual wakeup_coverage wakeups() const noexcept { return wakeup_coverage::release; }
 };
 
 /// The generic contend service over a lease_store: renews from ttl_at, retries every

@@ -26,7 +26,7 @@ class memory_lease_store : public lease_store {
   void async_write_state(const std::string& name, const std::string& owner_id, std::uint64_t fence,
                          std::string bytes, done_handler handler) override;
   std::uint64_t watch(const std::string& name, const std::string& owner_id,
-                      std::function<void()> wake) override;
+                      std::chrono::milliseconds poll_interval, std::function<void()> wake) override;
   void unwatch(std::uint64_t handle) noexcept override;
 
  private:

@@ -36,6 +36,8 @@ class lease_machine {
   std::vector<notification> on_tick(time_point now);
   /// The backend says the mutex may be free: a waiter asks at once.
   void on_wakeup(time_point now);
+  /// What the backend's wake-ups cover (none until set): sets how often a waiter asks.
+  void set_wakeups(wakeup_coverage coverage) noexcept { wakeups_ = coverage; }
   /// The service stops: steps down if owner.
   std::vector<notification> on_stop();
 
@@ -59,6 +61,7 @@ class lease_machine {
   mutex_owner known_;
   bool leader_ = false;
   bool in_flight_ = false;
+  wakeup_coverage wakeups_ = wakeup_coverage::none;
   unsigned errors_ = 0;
   time_point sent_at_{};
   time_point next_attempt_{};
