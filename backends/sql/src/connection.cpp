@@ -2,6 +2,7 @@
 
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <thread>
 
 #include <soci/mysql/soci-mysql.h>
@@ -323,6 +324,34 @@ lease_grant connection::read(const std::string& name) {
   lease_grant g;
   g.now = at(now_);
   return g;
+}
+
+std::vector<std::string> connection::free_among(const std::vector<std::string>& names) {
+  if (names.empty()) return {};
+  // Mutex names are validated (A-Z a-z 0-9 . _ -), so they are safe as quoted literals; one
+  // statement text per batch size would not be reused anyway.
+  std::string in;
+  in.reserve(names.size() * 24);
+  for (const auto& n : names) {
+    if (!in.empty()) in += ',';
+    in += '\'';
+    in += n;
+    in += '\'';
+  }
+  std::vector<std::string> busy;
+  {
+    soci::rowset<std::string> rows =
+        (session_->prepare << "SELECT name FROM " + sql_.table + " WHERE name IN (" + in +
+                                  ") AND owner_id <> '' AND "
+                                  "transition_at >= " +
+                                  sql_.now_ms);
+    for (const auto& n : rows) busy.push_back(n);
+  }
+  std::sort(busy.begin(), busy.end());
+  std::vector<std::string> free;
+  for (const auto& n : names)
+    if (!std::binary_search(busy.begin(), busy.end(), n)) free.push_back(n);
+  return free;
 }
 
 std::string connection::read_state(const std::string& name) {

@@ -91,6 +91,10 @@ class connection {
   bool write_state(const std::string& name, const std::string& me, std::uint64_t fence,
                    const std::string& hex);
 
+  /// Of `names` (valid mutex names: A-Z a-z 0-9 . _ -), those free now: released, lapsed
+  /// (transition_at passed) or without a row. One SELECT.
+  std::vector<std::string> free_among(const std::vector<std::string>& names);
+
   const std::shared_ptr<detail::watchdog>& guard() const noexcept { return watchdog_; }
 
  private:

@@ -5,6 +5,7 @@
 
 #include "baton/mutex/detail/log.hpp"
 #include "baton/mutex/errc.hpp"
+#include "baton/mutex/stats.hpp"
 #include "config.hpp"
 #include "connection.hpp"
 #include "errors.hpp"
@@ -23,6 +24,13 @@ constexpr milliseconds max_backoff{2000};
 // server's own timeout normally answers first.
 constexpr milliseconds watchdog_slack{500};
 constexpr milliseconds min_request_time{250};
+
+// Watched mutexes per poll statement (the size of its IN list).
+constexpr std::size_t max_poll_batch = 500;
+// From this many waiters in one store on, one batched SELECT per round finds the free mutexes
+// for all of them; below it each waiter polls on its own (one round trip from a free mutex to
+// the acquire, which matters when few contenders churn through a mutex).
+constexpr std::size_t batch_poll_threshold = 16;
 
 milliseconds backoff(unsigned failures) {
   milliseconds delay = first_backoff;
@@ -79,12 +87,113 @@ sql_store::~sql_store() {
 }
 
 std::uint64_t sql_store::watch(const std::string& name, const std::string& owner_id,
-                               std::function<void()> wake) {
-  return listener_ ? listener_->watch(name, std::move(wake)) : 0;
+                               milliseconds poll_interval, std::function<void()> wake) {
+  watcher w{name, wake, poll_interval, 0};
+  if (listener_) w.listener_handle = listener_->watch(name, std::move(wake));
+  bool start = false;
+  std::uint64_t handle = 0;
+  {
+    std::lock_guard lock(watch_mutex_);
+    handle = next_watch_++;
+    watchers_.emplace(handle, std::move(w));
+    watched_.store(watchers_.size(), std::memory_order_relaxed);
+    start = watchers_.size() >= batch_poll_threshold && !std::exchange(polling_, true);
+  }
+  if (start) schedule_poll();
+  return handle;
 }
 
 void sql_store::unwatch(std::uint64_t handle) noexcept {
-  if (listener_) listener_->unwatch(handle);
+  std::uint64_t listener_handle = 0;
+  {
+    std::lock_guard lock(watch_mutex_);
+    auto it = watchers_.find(handle);
+    if (it == watchers_.end()) return;
+    listener_handle = it->second.listener_handle;
+    watchers_.erase(it);
+    watched_.store(watchers_.size(), std::memory_order_relaxed);
+  }
+  if (listener_ && listener_handle != 0) listener_->unwatch(listener_handle);
+}
+
+wakeup_coverage sql_store::wakeups() const noexcept {
+  return watched_.load(std::memory_order_relaxed) >= batch_poll_threshold
+             ? wakeup_coverage::release_and_expiry
+             : wakeup_coverage::none;
+}
+
+void sql_store::schedule_poll() {
+  // The next round comes after the shortest poll_interval among the waiters (a waiter that
+  // joins with a shorter one is served at that rate from the round after).
+  milliseconds interval = options_.poll_interval;
+  {
+    std::lock_guard lock(watch_mutex_);
+    if (!watchers_.empty()) {
+      interval = watchers_.begin()->second.poll_interval;
+      for (const auto& [handle, w] : watchers_) interval = std::min(interval, w.poll_interval);
+    }
+  }
+  auto timer = std::make_shared<boost::asio::steady_timer>(runtime_.io(), interval);
+  timer->async_wait([weak = weak_from_this(), timer](boost::system::error_code ec) {
+    auto self = weak.lock();
+    if (!self) return;
+    if (ec) {
+      std::lock_guard lock(self->watch_mutex_);
+      self->polling_ = false;
+      return;
+    }
+    self->poll_round();
+  });
+}
+
+void sql_store::poll_round() {
+  std::vector<std::string> names;
+  {
+    std::lock_guard lock(watch_mutex_);
+    if (watchers_.size() < batch_poll_threshold) {
+      polling_ = false;
+      return;
+    }
+    names.reserve(watchers_.size());
+    for (const auto& [handle, w] : watchers_) names.push_back(w.name);
+  }
+  std::sort(names.begin(), names.end());
+  names.erase(std::unique(names.begin(), names.end()), names.end());
+
+  poll_batch(std::make_shared<std::vector<std::string>>(std::move(names)), 0);
+}
+
+void sql_store::poll_batch(std::shared_ptr<std::vector<std::string>> names, std::size_t from) {
+  if (from >= names->size()) return schedule_poll();
+  const auto to = std::min(names->size(), from + max_poll_batch);
+  auto batch =
+      std::make_shared<std::vector<std::string>>(names->begin() + static_cast<std::ptrdiff_t>(from),
+                                                 names->begin() + static_cast<std::ptrdiff_t>(to));
+  auto free = std::make_shared<std::vector<std::string>>();
+  submit(
+      "poll", batch->front(), options_.statement_timeout + watchdog_slack, true,
+      [batch, free](connection& c) {
+        *free = c.free_among(*batch);
+        return std::error_code{};
+      },
+      [self = shared_from_this(), names, to, free](std::error_code ec) {
+        // A failed batch ends the round (the failure is logged): waiters are not woken while the
+        // database does not answer; the next round tries again.
+        if (ec) return self->schedule_poll();
+        self->wake(*free);
+        self->poll_batch(names, to);
+      });
+}
+
+void sql_store::wake(const std::vector<std::string>& names) {
+  if (names.empty()) return;
+  std::vector<std::function<void()>> calls;
+  {
+    std::lock_guard lock(watch_mutex_);
+    for (const auto& [handle, w] : watchers_)
+      if (std::binary_search(names.begin(), names.end(), w.name)) calls.push_back(w.wake);
+  }
+  for (auto& call : calls) call();
 }
 
 void sql_store::async_acquire(const std::string& name, const std::string& owner_id,
@@ -223,6 +332,7 @@ std::error_code sql_store::run(const char* operation, const std::string& name, m
   std::exception_ptr error;
   {
     watchdog_scope watch(runtime_.io(), conn->guard(), limit);
+    baton::detail::count_backend_requests();
     try {
       ec = body(*conn);
     } catch (...) {

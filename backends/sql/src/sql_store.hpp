@@ -1,9 +1,11 @@
 #pragma once
 // The lease_store of the SQL backend: runs each request on the runtime's blocking pool with a
 // connection from a small lazily filled pool.
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -41,10 +43,16 @@ class sql_store final : public lease_store, public std::enable_shared_from_this<
   void async_read_state(const std::string& name, state_handler handler) override;
   void async_write_state(const std::string& name, const std::string& owner_id, std::uint64_t fence,
                          std::string bytes, done_handler handler) override;
-  /// PostgreSQL: LISTEN/NOTIFY wake-ups on release. Other dialects: 0 (waiters poll).
+  /// Wakes the waiters of a mutex when it may be free. PostgreSQL wakes them at once on release
+  /// (LISTEN/NOTIFY). With many waiters in this store (batch_poll_threshold), one SELECT per
+  /// max_poll_batch watched mutexes every (shortest waiter) poll_interval finds the released
+  /// and lapsed ones for all of them (every dialect), and waiters ask on their own only as a
+  /// safeguard; with few, each waiter polls every poll_interval itself.
   std::uint64_t watch(const std::string& name, const std::string& owner_id,
-                      std::function<void()> wake) override;
+                      std::chrono::milliseconds poll_interval, std::function<void()> wake) override;
   void unwatch(std::uint64_t handle) noexcept override;
+  /// release_and_expiry while the batched poller serves the waiters, else none.
+  wakeup_coverage wakeups() const noexcept override;
 
   const sql_options& options() const noexcept { return options_; }
 
@@ -67,6 +75,14 @@ class sql_store final : public lease_store, public std::enable_shared_from_this<
   /// Returns `c` to the pool, or drops it (and, when the server looks gone, every idle one).
   void checkin(std::unique_ptr<connection> c, bool broken, bool drop_idle);
   void fail(done_handler handler, std::error_code ec);
+  /// The poller: arms the next round (the shortest waiter poll_interval from now).
+  void schedule_poll();
+  /// One round: a SELECT per batch of watched names (one after the other), each waking the
+  /// waiters of the free ones.
+  void poll_round();
+  void poll_batch(std::shared_ptr<std::vector<std::string>> names, std::size_t from);
+  /// Calls the wake-ups of every watcher of `names` (sorted).
+  void wake(const std::vector<std::string>& names);
 
   sql_options options_;
   runtime& runtime_;
@@ -74,6 +90,18 @@ class sql_store final : public lease_store, public std::enable_shared_from_this<
   std::string connect_string_;
   std::string label_;                      // "postgresql" etc., for messages
   std::shared_ptr<pg_listener> listener_;  // PostgreSQL only
+
+  struct watcher {
+    std::string name;
+    std::function<void()> wake;
+    std::chrono::milliseconds poll_interval;  // the waiter's: rounds run at the shortest
+    std::uint64_t listener_handle = 0;
+  };
+  std::mutex watch_mutex_;  // guards the fields below
+  std::map<std::uint64_t, watcher> watchers_;
+  std::uint64_t next_watch_ = 1;
+  bool polling_ = false;                 // a poll round is armed or running
+  std::atomic<std::size_t> watched_{0};  // watchers_.size(), read without the lock
 
   std::mutex setup_mutex_;  // held while a first connection sets the schema up
   std::mutex mutex_;
