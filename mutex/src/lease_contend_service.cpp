@@ -1,4 +1,5 @@
 // The generic contend service over a lease_store: the asio driver of detail::lease_machine.
+#include <boost/asio/defer.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <optional>
@@ -18,13 +19,15 @@ class lease_contend_service final : public contend_service {
     return std::static_pointer_cast<lease_contend_service>(shared_from_this());
   }
 
-  // Runs a store completion on our strand.
+  // Runs a store completion on our strand. Completions are deferred: from an io thread the
+  // continuation is queued on that same thread (no wake-up of another one), and it still runs
+  // after the store's handler, never inside it.
   template <class Handler>
   auto wrap(Handler handler) {
     return [self = shared(), handler = std::move(handler)](auto&&... args) mutable {
-      boost::asio::post(self->get_executor(),
-                        [handler = std::move(handler), ... args = std::forward<decltype(args)>(
-                                                           args)]() mutable { handler(args...); });
+      boost::asio::defer(self->get_executor(),
+                         [handler = std::move(handler), ... args = std::forward<decltype(args)>(
+                                                            args)]() mutable { handler(args...); });
     };
   }
 
@@ -64,27 +67,15 @@ class lease_contend_service final : public contend_service {
  protected:
   void start_contend(std::uint64_t generation) override {
     machine_ = detail::lease_machine(contender_id(), options(), random_);
-    std::weak_ptr<lease_contend_service> weak = shared();
-    watch_ =
-        store_->watch(mutex_name(), contender_id(), options().poll_interval, [weak, generation] {
-          if (auto self = weak.lock())
-            boost::asio::post(self->get_executor(), [self, generation] {
-              if (!self->current(generation)) return;
-              self->machine_.on_wakeup(steady::now());
-              self->schedule(generation);
-            });
-        });
-    machine_.set_wakeups(watch_ != 0 ? store_->wakeups() : wakeup_coverage::none);
     attempt(generation);
   }
 
   void stop_contend(std::uint64_t generation, std::function<void()> done) noexcept override {
     attempt_timer_.cancel();
     lease_timer_.cancel();
-    if (watch_ != 0) {
-      store_->unwatch(watch_);
-      watch_ = 0;
-    }
+    if (watch_ != 0) store_->unwatch(watch_);
+    watch_ = 0;
+    watching_ = false;
     machine_.on_stop();  // the base class already told the contender
     if (machine_.in_flight()) {
       // Release only after the request in flight is answered, or it could win afterwards.
@@ -95,15 +86,36 @@ class lease_contend_service final : public contend_service {
   }
 
  private:
+  // Asks the store for wake-ups for this start; true (the watch is new) when it gave a handle.
+  bool watch(std::uint64_t generation) {
+    watching_ = true;
+    std::weak_ptr<lease_contend_service> weak = shared();
+    watch_ =
+        store_->watch(mutex_name(), contender_id(), options().poll_interval, [weak, generation] {
+          if (auto self = weak.lock())
+            boost::asio::defer(self->get_executor(), [self, generation] {
+              if (!self->current(generation)) return;
+              const auto now = steady::now();
+              self->machine_.on_wakeup(now);
+              // Due now: ask at once rather than through a timer (one reactor cycle less).
+              if (now >= self->machine_.next_attempt() && !self->machine_.in_flight())
+                self->attempt(generation);
+              else
+                self->schedule(generation);
+            });
+        });
+    return watch_ != 0;
+  }
+
   void attempt(std::uint64_t generation) {
     if (machine_.in_flight()) return;
     machine_.on_send(steady::now());
     store_->async_acquire(mutex_name(), contender_id(), options().ttl, options().transition,
                           [self = shared(), generation](std::error_code ec, lease_grant grant) {
-                            boost::asio::post(self->get_executor(),
-                                              [self, generation, ec, grant = std::move(grant)] {
-                                                self->on_acquire_done(generation, ec, grant);
-                                              });
+                            boost::asio::defer(self->get_executor(),
+                                               [self, generation, ec, grant = std::move(grant)] {
+                                                 self->on_acquire_done(generation, ec, grant);
+                                               });
                           });
   }
 
@@ -127,8 +139,12 @@ class lease_contend_service final : public contend_service {
         detail::log().warn("mutex '{}': request failed: {}", mutex_name(), ec.message());
       notes = machine_.on_error(now);
     } else {
-      // What the store's wake-ups cover may change while it runs (SQL: batched polling).
-      if (watch_ != 0) machine_.set_wakeups(store_->wakeups());
+      // Wake-ups are asked for only once somebody else holds the mutex: an uncontended owner
+      // costs the backend nothing for them. A wake-up may be missed until the new watch is in
+      // place, so the first wait after it is at most poll_interval. What the wake-ups cover
+      // may change while the store runs (SQL: batched polling).
+      const bool new_watch = !watching_ && !grant.owner.is(contender_id()) && watch(generation);
+      machine_.set_wakeups(watch_ != 0 && !new_watch ? store_->wakeups() : wakeup_coverage::none);
       notes = machine_.on_reply(now, grant);
     }
     deliver(notes);
@@ -178,7 +194,7 @@ class lease_contend_service final : public contend_service {
                             if (ec)
                               detail::log().warn("mutex '{}': release failed: {}",
                                                  self->mutex_name(), ec.message());
-                            boost::asio::post(self->get_executor(), [done] {
+                            boost::asio::defer(self->get_executor(), [done] {
                               if (done) done();
                             });
                           });
@@ -189,7 +205,8 @@ class lease_contend_service final : public contend_service {
   detail::lease_machine machine_;
   boost::asio::steady_timer attempt_timer_;
   boost::asio::steady_timer lease_timer_;
-  std::uint64_t watch_ = 0;
+  std::uint64_t watch_ = 0;  // the store's handle, 0 when none
+  bool watching_ = false;    // watch() was asked in this start
   std::function<void()> pending_stop_;
 };
 

@@ -373,15 +373,25 @@ TEST_F(redis_test, database_index_of_the_url_is_selected) {
 }
 
 TEST_F(redis_test, every_mutex_shares_one_command_and_one_subscriber_connection) {
-  std::vector<std::shared_ptr<baton::contend_service>> services;
+  // 20 mutexes, each with an owner and a waiter, all in this process.
+  std::vector<std::shared_ptr<baton::contend_service>> owners, waiters;
   for (int i = 0; i < 20; ++i) {
-    services.push_back(backend_->make_contend_service(unique_name("shared"),
-                                                      std::make_shared<tracker>(), quick()));
-    services.back()->start();
+    const auto name = unique_name("shared");
+    owners.push_back(backend_->make_contend_service(name, std::make_shared<tracker>(), quick()));
+    owners.back()->start();
+    ASSERT_TRUE(baton::test::wait_until([&] { return owners.back()->is_owner(); }, 10s));
+    waiters.push_back(backend_->make_contend_service(name, std::make_shared<tracker>(), quick()));
+    waiters.back()->start();
   }
+  auto channel = [](const std::shared_ptr<baton::contend_service>& s) {
+    return "baton:{" + s->mutex_name() + "}:wake:" + s->contender_id();
+  };
+  // Waiters subscribe once they have seen the owner.
   ASSERT_TRUE(baton::test::wait_until(
       [&] {
-        return std::all_of(services.begin(), services.end(), [](auto& s) { return s->is_owner(); });
+        return std::all_of(waiters.begin(), waiters.end(), [&](auto& w) {
+          return raw_->run({"PUBSUB", "NUMSUB", channel(w)}) == channel(w) + " 1";
+        });
       },
       10s));
   auto count = [&](const std::string& client_name) {
@@ -395,17 +405,19 @@ TEST_F(redis_test, every_mutex_shares_one_command_and_one_subscriber_connection)
   const auto pid = std::to_string(::getpid());
   EXPECT_EQ(count("baton-command-" + pid), 1u);
   EXPECT_EQ(count("baton-subscriber-" + pid), 1u);
-  for (auto& s : services) {
-    auto channel = "baton:{" + s->mutex_name() + "}:wake:" + s->contender_id();
-    EXPECT_EQ(raw_->run({"PUBSUB", "NUMSUB", channel}), channel + " 1");
+  // Owners subscribe to nothing: an uncontended mutex costs no pub/sub.
+  for (auto& o : owners) {
+    EXPECT_TRUE(o->is_owner());
+    EXPECT_EQ(raw_->run({"PUBSUB", "NUMSUB", channel(o)}), channel(o) + " 0");
   }
-  for (auto& s : services) s->stop_and_wait(10s);
+  for (auto& w : waiters) w->stop_and_wait(10s);
+  for (auto& o : owners) o->stop_and_wait(10s);
   // Stopped services unsubscribe.
   ASSERT_TRUE(baton::test::wait_until(
       [&] {
-        auto channel =
-            "baton:{" + services[0]->mutex_name() + "}:wake:" + services[0]->contender_id();
-        return raw_->run({"PUBSUB", "NUMSUB", channel}) == channel + " 0";
+        return std::all_of(waiters.begin(), waiters.end(), [&](auto& w) {
+          return raw_->run({"PUBSUB", "NUMSUB", channel(w)}) == channel(w) + " 0";
+        });
       },
       5s));
 }
@@ -646,14 +658,19 @@ TEST_F(redis_test, killed_connections_while_owning_and_waiting_never_yield_two_o
   EXPECT_TRUE(owner->is_owner()) << "the owner lost the mutex to a killed connection";
   EXPECT_EQ(owner->fence(), fence);
 
-  // The waiters' subscriptions die: they are subscribed again.
+  // The waiters' subscriptions die: they are subscribed again (owners subscribe to nothing).
+  const auto waiter = services[0] == owner ? services[1] : services[0];
+  const auto waiter_channel = "baton:{" + name + "}:wake:" + waiter->contender_id();
+  ASSERT_TRUE(baton::test::wait_until(
+      [&] {
+        return raw_->run({"PUBSUB", "NUMSUB", waiter_channel}) == waiter_channel + " 1";
+      },
+      10s));
   raw_->run({"CLIENT", "KILL", "TYPE", "pubsub"});
   std::this_thread::sleep_for(500ms);
   ASSERT_TRUE(baton::test::wait_until(
       [&] {
-        return raw_->run({"PUBSUB", "NUMSUB",
-                          "baton:{" + name + "}:wake:" + services[0]->contender_id()}) !=
-               "baton:{" + name + "}:wake:" + services[0]->contender_id() + " 0";
+        return raw_->run({"PUBSUB", "NUMSUB", waiter_channel}) == waiter_channel + " 1";
       },
       10s));
 

@@ -229,6 +229,50 @@ TEST(contend_service, acquired_and_released_strictly_alternate_under_churn) {
   EXPECT_GE(acquisitions, 30u);
 }
 
+namespace {
+// A memory store that counts watch() calls.
+class watch_counting_store : public baton::memory_lease_store {
+ public:
+  std::atomic<int> watches{0};
+  std::uint64_t watch(const std::string& name, const std::string& owner_id,
+                      std::chrono::milliseconds poll_interval,
+                      std::function<void()> wake) override {
+    ++watches;
+    return memory_lease_store::watch(name, owner_id, poll_interval, std::move(wake));
+  }
+};
+
+struct observation_counter : baton::mutex_contender {
+  std::atomic<int> observed{0};
+  void on_acquired(const baton::mutex_state&) override {}
+  void on_released(const baton::mutex_state&) override {}
+  void on_observed(const baton::mutex_owner&) override { ++observed; }
+};
+}  // namespace
+
+TEST(contend_service, only_a_waiter_asks_the_store_for_wake_ups) {
+  baton::runtime rt;
+  auto store = std::make_shared<watch_counting_store>();
+  auto owner_seen = std::make_shared<observation_counter>();
+  auto owner = baton::make_lease_contend_service(rt.io(), store, "quiet", "owner", owner_seen,
+                                                 short_options());
+  owner->start();
+  ASSERT_TRUE(baton::test::wait_until([&] { return owner->is_owner(); }, 5s));
+  // Acquire and a few renewals (ttl 100 ms): the uncontended owner costs no wake-ups.
+  ASSERT_TRUE(baton::test::wait_until([&] { return owner_seen->observed >= 4; }, 5s));
+  EXPECT_EQ(store->watches.load(), 0);
+
+  auto waiter = baton::make_lease_contend_service(rt.io(), store, "quiet", "waiter",
+                                                  std::make_shared<recorder>(), short_options());
+  waiter->start();
+  ASSERT_TRUE(baton::test::wait_until([&] { return store->watches == 1; }, 5s));
+  EXPECT_FALSE(waiter->is_owner());
+  ASSERT_TRUE(owner->stop_and_wait(5s));
+  ASSERT_TRUE(baton::test::wait_until([&] { return waiter->is_owner(); }, 5s));
+  EXPECT_EQ(store->watches.load(), 1);  // one watch per start, not per reply
+  EXPECT_TRUE(waiter->stop_and_wait(5s));
+}
+
 TEST(contend_service, bad_name_is_rejected_before_any_backend_call) {
   baton::runtime rt;
   auto store = std::make_shared<manual_store>();

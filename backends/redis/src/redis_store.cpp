@@ -28,6 +28,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <boost/asio/defer.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/strand.hpp>
 #include <map>
@@ -243,8 +244,9 @@ class store_core : public std::enable_shared_from_this<store_core> {
 
   template <class F>
   void on_strand(F f) {
-    boost::asio::post(strand_,
-                      [self = shared_from_this(), f = std::move(f)]() mutable { f(*self); });
+    // Deferred: called from a service's strand on an io thread, it runs next on that thread.
+    boost::asio::defer(strand_,
+                       [self = shared_from_this(), f = std::move(f)]() mutable { f(*self); });
   }
 
   mutex_keys keys(const std::string& name) const {
