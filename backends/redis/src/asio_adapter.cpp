@@ -1,5 +1,7 @@
 #include "asio_adapter.hpp"
 
+#include <boost/asio/defer.hpp>
+
 #include <hiredis/async.h>
 #include <hiredis/hiredis.h>
 #include <pthread.h>
@@ -92,7 +94,7 @@ void asio_adapter::add_write(void* p) {
   auto* self = from(p);
   if (self == nullptr) return;
   self->writing_ = true;
-  self->wait_write();
+  self->flush_soon();
 }
 
 void asio_adapter::del_write(void* p) {
@@ -125,6 +127,25 @@ void asio_adapter::wait_read() {
                            redisAsyncHandleRead(self->ac_);  // may free the context
                            if (!self->closed_ && self->reading_) self->wait_read();
                          });
+}
+
+// A socket is nearly always writable: write on the next turn of this thread (every command
+// queued until then goes out in one write) instead of first waiting for the reactor to report
+// it writable. Only if that write leaves data behind does it wait for writability.
+void asio_adapter::flush_soon() {
+  if (write_waiting_ || closed_) return;
+  write_waiting_ = true;
+  boost::asio::defer(descriptor_.get_executor(), [self = shared_from_this()] {
+    self->write_waiting_ = false;
+    if (self->closed_ || !self->writing_) return;
+    auto anchor = self->anchor_.lock();
+    if (!anchor) return;
+    {
+      sigpipe_guard guard;
+      redisAsyncHandleWrite(self->ac_);  // may free the context
+    }
+    if (!self->closed_ && self->writing_) self->wait_write();
+  });
 }
 
 void asio_adapter::wait_write() {

@@ -36,6 +36,7 @@ class asio_adapter : public std::enable_shared_from_this<asio_adapter> {
 
   void wait_read();
   void wait_write();
+  void flush_soon();
   void close() noexcept;
 
   redisAsyncContext* ac_;
