@@ -20,6 +20,7 @@
 #include "baton/mutex/detail/log.hpp"
 #include "baton/mutex/errc.hpp"
 #include "baton/mutex/locker.hpp"
+#include "baton/mutex/stats.hpp"
 #include "support/env.hpp"
 
 using namespace std::chrono_literals;
@@ -415,6 +416,89 @@ TEST_P(sql_backend_test, two_lockers_hand_over) {
   EXPECT_TRUE(backend->read_owner("handover").is(second.contender_id()));
   second.unlock();
   EXPECT_TRUE(backend->read_owner("handover").empty());
+}
+
+// Counts one contend service's callbacks.
+struct tally final : baton::mutex_contender {
+  std::atomic<bool> owner{false};
+  std::atomic<int> observed{0};
+  void on_acquired(const baton::mutex_state&) override { owner = true; }
+  void on_released(const baton::mutex_state&) override { owner = false; }
+  void on_observed(const baton::mutex_owner&) override { ++observed; }
+};
+
+struct contenders {
+  std::vector<std::shared_ptr<tally>> tallies;
+  std::vector<std::shared_ptr<baton::contend_service>> services;
+  contenders(baton::mutex_backend& backend, int n, const baton::contend_options& o) {
+    for (int i = 0; i < n; ++i) {
+      tallies.push_back(std::make_shared<tally>());
+      services.push_back(
+          backend.make_contend_service("many-" + std::to_string(i), tallies.back(), o));
+      services.back()->start();
+    }
+  }
+  int owned() const {
+    return static_cast<int>(std::count_if(tallies.begin(), tallies.end(),
+                                          [](const auto& t) { return t->owner.load(); }));
+  }
+  // Every service has had `n` replies.
+  bool observed_at_least(int n) const {
+    return std::all_of(tallies.begin(), tallies.end(),
+                       [n](const auto& t) { return t->observed.load() >= n; });
+  }
+};
+
+// With many waiters in one process, one batched SELECT per poll_interval finds the free mutexes
+// for all of them: a release and a lapse are noticed within a poll or two, although each waiter
+// asks on its own only every two leases (here 4 s) once it has settled.
+TEST_P(sql_backend_test, many_waiters_notice_release_and_lapse_through_the_batched_poll) {
+  created_ = config();
+  constexpr int n = 20;  // above the store's batch threshold (16 waiters)
+  baton::contend_options o;
+  o.ttl = 1s;
+  o.transition = 1s;
+  o.retry_period = 100ms;
+  o.poll_interval = 100ms;
+  baton::runtime holder_rt, waiter_rt;  // two processes' worth of stores
+  auto holder_backend = baton::backends::sql::make_backend(*created_, holder_rt);
+  auto waiter_backend = baton::backends::sql::make_backend(*created_, waiter_rt);
+  contenders holders(*holder_backend, n, o);
+  ASSERT_TRUE(baton::test::wait_until([&] { return holders.owned() == n; }, 10s));
+  contenders waiters(*waiter_backend, n, o);
+  // Two replies each: the first wait after a new watch is one poll_interval; after the second
+  // reply a waiter has settled into its long safeguard wait.
+  ASSERT_TRUE(baton::test::wait_until([&] { return waiters.observed_at_least(2); }, 10s));
+  EXPECT_EQ(waiters.owned(), 0);
+  // Settled, the waiters cost one SELECT per poll (10/s), not one request each per poll
+  // (200/s); the owners renew 20 mutexes a second. Measured over a window of at least 1 s.
+  const auto requests0 = baton::backend_requests_sent();
+  const auto window0 = std::chrono::steady_clock::now();
+  std::this_thread::sleep_for(1s);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - window0).count();
+  const double rate = static_cast<double>(baton::backend_requests_sent() - requests0) / seconds;
+  EXPECT_LT(rate, 80.0) << "waiters poll one by one";
+
+  auto released = std::chrono::steady_clock::now();
+  for (auto& h : holders.services) ASSERT_TRUE(h->stop_and_wait(5s));
+  ASSERT_TRUE(baton::test::wait_until([&] { return waiters.owned() == n; }, 10s));
+  EXPECT_LT(std::chrono::steady_clock::now() - released, 2s)
+      << "a release waited for the safeguard";
+
+  // Now the waiters' process owns everything; the other process waits, then the owner's
+  // process dies (its io threads stop: no renewal, no release).
+  for (auto& t : holders.tallies) t->observed = 0;
+  for (auto& h : holders.services) h->start();
+  ASSERT_TRUE(baton::test::wait_until([&] { return holders.observed_at_least(2); }, 10s));
+  EXPECT_EQ(holders.owned(), 0);
+  const auto crashed = std::chrono::steady_clock::now();
+  waiter_rt.stop();
+  // Free at most one lease (2 s) after the last renewal, then found by the next poll.
+  ASSERT_TRUE(baton::test::wait_until([&] { return holders.owned() == n; }, 10s));
+  EXPECT_LT(std::chrono::steady_clock::now() - crashed, 3500ms)
+      << "a lapse waited for the safeguard";
+  for (auto& h : holders.services) h->stop_and_wait(5s);
 }
 
 TEST_P(sql_backend_test, a_request_blocked_by_a_lock_fails_with_timeout_after_statement_timeout) {
