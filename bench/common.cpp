@@ -1,0 +1,150 @@
+#include "common.hpp"
+
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <numeric>
+#include <sstream>
+#include <stdexcept>
+
+namespace baton::bench {
+namespace {
+
+std::string quote(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    if (static_cast<unsigned char>(c) < 0x20) continue;
+    out += c;
+  }
+  return out + "\"";
+}
+
+std::string number(double v) {
+  if (!std::isfinite(v)) return "null";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.6g", v);
+  return buf;
+}
+
+std::string env(const char* name) {
+  const char* v = std::getenv(name);
+  if (!v || !*v)
+    throw std::runtime_error(std::string("environment variable ") + name +
+                             " is not set (run through bench/run.sh)");
+  return v;
+}
+
+}  // namespace
+
+summary summarize(std::vector<double> v) {
+  summary s;
+  s.samples = v.size();
+  if (v.empty()) return s;
+  std::sort(v.begin(), v.end());
+  auto at = [&](double q) {
+    // Nearest-rank percentile.
+    auto rank = static_cast<std::size_t>(std::ceil(q * static_cast<double>(v.size())));
+    return v[std::min(v.size() - 1, rank == 0 ? 0 : rank - 1)];
+  };
+  s.median = v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+  s.p99 = at(0.99);
+  s.min = v.front();
+  s.max = v.back();
+  s.mean = std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
+  return s;
+}
+
+void emit(const std::string& figure, const std::string& backend, const std::string& subject,
+          const std::string& unit, const summary& s,
+          const std::map<std::string, std::string>& extra) {
+  std::ostringstream o;
+  o << "{\"figure\":" << quote(figure) << ",\"backend\":" << quote(backend)
+    << ",\"subject\":" << quote(subject) << ",\"unit\":" << quote(unit)
+    << ",\"samples\":" << s.samples << ",\"median\":" << number(s.median)
+    << ",\"p99\":" << number(s.p99) << ",\"min\":" << number(s.min) << ",\"max\":" << number(s.max)
+    << ",\"mean\":" << number(s.mean);
+  for (const auto& [k, v] : extra) o << "," << quote(k) << ":" << quote(v);
+  o << "}\n";
+  std::cout << o.str() << std::flush;
+}
+
+void emit_value(const std::string& figure, const std::string& backend, const std::string& subject,
+                const std::string& unit, double value,
+                const std::map<std::string, std::string>& extra) {
+  summary s;
+  s.samples = 1;
+  s.median = s.p99 = s.min = s.max = s.mean = value;
+  emit(figure, backend, subject, unit, s, extra);
+}
+
+std::int64_t mono_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+backend_config backend_from_env(const std::string& type) {
+  backend_config c;
+  c.type = type;
+  if (type == "sqlite") {
+    c.params["path"] = env("BATON_TEST_TMPDIR") + "/bench.db";
+  } else if (type == "postgresql") {
+    c.params["connection"] = env("BATON_TEST_POSTGRES");
+  } else if (type == "mysql") {
+    c.params["connection"] = env("BATON_TEST_MYSQL");
+  } else if (type == "redis") {
+    c.params["url"] = env("BATON_TEST_REDIS_URL");
+  } else if (type == "zookeeper") {
+    c.params["hosts"] = env("BATON_TEST_ZOOKEEPER");
+    c.params["session_timeout"] = "2s";
+  } else {
+    throw std::invalid_argument("unknown backend " + type);
+  }
+  return c;
+}
+
+std::vector<std::string> backends_to_run() {
+  std::vector<std::string> all{"sqlite", "postgresql", "mysql", "redis", "zookeeper"};
+  const char* only = std::getenv("BATON_BENCH_BACKENDS");
+  if (!only || !*only) return all;
+  std::vector<std::string> out;
+  std::stringstream ss(only);
+  for (std::string item; std::getline(ss, item, ',');)
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+process_usage usage_of(int pid) {
+  process_usage u;
+  const std::string base = "/proc/" + std::to_string(pid);
+  std::ifstream status(base + "/status");
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind("Threads:", 0) == 0) u.threads = std::stol(line.substr(8));
+    if (line.rfind("VmRSS:", 0) == 0) u.rss_bytes = std::stol(line.substr(6)) * 1024;
+  }
+  std::ifstream stat(base + "/stat");
+  std::string content((std::istreambuf_iterator<char>(stat)), {});
+  auto close = content.rfind(')');
+  if (close != std::string::npos) {
+    std::istringstream rest(content.substr(close + 2));
+    std::string field;
+    long long utime = 0, stime = 0;
+    for (int i = 3; i <= 15 && rest >> field; ++i) {
+      if (i == 14) utime = std::stoll(field);
+      if (i == 15) stime = std::stoll(field);
+    }
+    u.cpu_seconds = static_cast<double>(utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
+  }
+  return u;
+}
+
+process_usage self_usage() { return usage_of(static_cast<int>(getpid())); }
+
+}  // namespace baton::bench

@@ -1,0 +1,264 @@
+#!/usr/bin/python3
+"""bench/report.py: turns bench/results.json (one JSON record per line, written by bench/run.sh)
+into the Markdown tables of bench/RESULTS.md, with every issue-6 target checked.
+
+usage: bench/report.py results.json > RESULTS.md
+
+Records: {"figure", "backend", "subject" ("baton", "floor" or a peer), "unit", "samples",
+"median", "p99", "min", "max", "mean", extra string fields...}. A figure that is missing shows
+as "not measured"; a benchmark that failed leaves a record with figure "error".
+"""
+import json
+import sys
+
+BACKENDS = ["sqlite", "postgresql", "mysql", "redis", "zookeeper"]
+PEERS = {"zookeeper": ["kazoo-lock", "kazoo-election"], "redis": ["redis-py-lock"]}
+
+
+def load(path):
+    records = []
+    with open(path) as f:
+        for n, line in enumerate(f, 1):
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                records.append(json.loads(line))
+            except ValueError as e:
+                sys.exit("report.py: %s:%d: not a JSON record: %s" % (path, n, e))
+    return records
+
+
+class Results(object):
+    def __init__(self, records):
+        self.meta = next((r for r in records if r.get("figure") == "meta"), {})
+        self.errors = [r.get("subject", "?") for r in records if r.get("figure") == "error"]
+        self.by_key = {}
+        for r in records:
+            self.by_key[(r.get("figure"), r.get("backend"), r.get("subject"))] = r
+
+    def get(self, figure, backend, subject="baton"):
+        return self.by_key.get((figure, backend, subject))
+
+
+def num(x, digits=3):
+    if x is None:
+        return "-"
+    x = float(x)
+    if x == 0:
+        return "0"
+    if abs(x) >= 1000:
+        return "{:,.0f}".format(x)
+    return "%.*g" % (digits, x)
+
+
+def verdict(ok):
+    if ok is None:
+        return "-"
+    return "yes" if ok else "**no**"
+
+
+def table(header, rows):
+    out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    out += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(out)
+
+
+def handover(res):
+    rows, misses = [], []
+    for b in BACKENDS:
+        r, f = res.get("handover", b), res.get("handover", b, "floor")
+        if not r:
+            rows.append([b, "not measured"] + [""] * 6)
+            continue
+        ratio = r["median"] / f["median"] if f and f["median"] else None
+        if f and "target_ms" in f:  # SQL: poll_interval + 2 statement round trips
+            target = float(f["target_ms"])
+            target_text = "<= %s ms (poll %s + 2 x %s)" % (
+                num(target), f.get("poll_interval_ms"), num(f.get("acquire_median_ms")))
+        elif f:  # notified backends: 3 floor round trips
+            target = 3 * f["median"]
+            target_text = "<= %s ms (3 x floor)" % num(target)
+        else:
+            target, target_text = None, "-"
+        ok = None if target is None else r["median"] <= target
+        if ok is False:
+            misses.append("handover %s: median %s ms > %s ms" % (b, num(r["median"]), num(target)))
+        rows.append([b, num(r["median"]), num(r["p99"]), r["samples"],
+                     num(f["median"]) if f else "-", num(f["p99"]) if f else "-",
+                     num(ratio) if ratio else "-", "%s: %s" % (target_text, verdict(ok))])
+    return table(["backend", "baton median ms", "baton p99 ms", "samples", "floor median ms",
+                  "floor p99 ms", "baton / floor", "target"], rows), misses
+
+
+def takeover(res):
+    rows, misses = [], []
+    for b in BACKENDS:
+        r = res.get("takeover", b)
+        if not r:
+            rows.append([b, "not measured"] + [""] * 5)
+            continue
+        bound = float(r.get("bound_ms", 0))
+        limit = bound + 1000
+        ok = r["max"] <= limit
+        if not ok:
+            misses.append("takeover %s: max %s ms > bound + 1 s = %s ms" % (b, num(r["max"]),
+                                                                             num(limit)))
+        rows.append([b, num(r["median"]), num(r["p99"]), num(r["max"]), r["samples"],
+                     num(bound), "max <= %s ms: %s" % (num(limit), verdict(ok))])
+    return table(["backend", "median ms", "p99 ms", "max ms", "samples", "configured bound ms",
+                  "target (bound + 1 s)"], rows), misses
+
+
+def throughput(res):
+    rows, misses = [], []
+    for b in BACKENDS:
+        r, f = res.get("throughput_uncontended", b), res.get("throughput_uncontended", b, "floor")
+        c = res.get("throughput_contended", b)
+        if not r:
+            rows.append([b, "not measured"] + [""] * 7)
+            continue
+        ratio = r["median"] / f["median"] if f and f["median"] else None
+        ok = None
+        target = "-"
+        if b == "redis" and ratio is not None:
+            ok = ratio >= 0.8
+            target = ">= 0.8 x floor: %s" % verdict(ok)
+            if not ok:
+                misses.append("redis lock+unlock: %.3f of the floor (< 0.8)" % ratio)
+        rows.append([b, num(r["median"]), num(r.get("latency_median_us")),
+                     num(f["median"]) if f else "-", "%.2f" % ratio if ratio else "-", target,
+                     num(c["median"]) if c else "-", num(c["p99"]) if c else "-",
+                     c.get("overlaps", "-") if c else "-"])
+    return table(["backend", "uncontended cycles/s (median)", "cycle median us",
+                  "floor cycles/s (median)", "baton / floor", "target",
+                  "contended handoffs/s (median of 1 s windows, 8 processes)", "p99 (of windows)",
+                  "overlapping sections"], rows), misses
+
+
+SCALE_LIMITS = {
+    # figure suffix: (label, limit, comparison)
+    "threads": ("threads", 16),
+    "rss": ("resident MiB", 128),
+    "idle_cpu": ("idle CPU % of one core", 5),
+}
+
+
+def connection_limit(backend):
+    return {"redis": 2, "zookeeper": 1}.get(backend)
+
+
+def scale(res, part):
+    rows, misses = [], []
+    for b in BACKENDS:
+        fig = "scale_" + part
+        t = res.get(fig + "_threads", b)
+        if not t:
+            rows.append([b, "not measured"] + [""] * 6)
+            continue
+        row = [b]
+        for suffix in ("threads", "rss", "idle_cpu"):
+            r = res.get(fig + "_" + suffix, b)
+            label, limit = SCALE_LIMITS[suffix]
+            value = r["median"] if r else None
+            ok = None if value is None else (value <= limit if suffix != "idle_cpu"
+                                             else value < limit)
+            if part == "mutexes" and ok is False:
+                misses.append("scale %s: %s %s (limit %s)" % (b, label, num(value), limit))
+            row.append("%s%s" % (num(value), "" if part != "mutexes" or ok is None
+                                 else (" ok" if ok else " **over**")))
+        conn = res.get(fig + "_connections", b)
+        limit = connection_limit(b)
+        cval = conn["median"] if conn else None
+        cok = None if limit is None or cval is None else cval <= limit
+        if part == "mutexes" and cok is False:
+            misses.append("scale %s: %s connections (limit %s)" % (b, num(cval), limit))
+        row.append("%s %s%s" % (num(cval), "(" + conn["unit"] + ")" if conn else "",
+                                "" if part != "mutexes" or cok is None
+                                else (" ok" if cok else " **over**")))
+        own = res.get(fig + "_requests", b)
+        srv = res.get(fig + "_server_requests", b)
+        row.append(num(own["median"]) if own else "-")
+        row.append(num(srv["median"]) if srv else "-")
+        row.append(t.get("all_owned_after_s", "-")[:5] if t.get("all_owned_after_s") else "-")
+        rows.append(row)
+    header = ["backend", "threads", "resident MiB", "idle CPU %", "backend connections",
+              "requests/s (this process)", "requests/s (server, all clients)",
+              "settled after s"]
+    return table(header, rows), misses
+
+
+def peers(res):
+    rows, misses = [], []
+    figures = [("handover", "ms", False), ("takeover", "ms", False),
+               ("throughput_uncontended", "cycles/s", True),
+               ("throughput_contended", "handoffs/s", True)]
+    for backend, subjects in sorted(PEERS.items()):
+        for subject in subjects:
+            for fig, unit, higher_better in figures:
+                p, b = res.get(fig, backend, subject), res.get(fig, backend)
+                if not p:
+                    continue
+                ahead = None
+                if b:
+                    ahead = b["median"] > p["median"] if higher_better else b["median"] < p["median"]
+                    if not ahead:
+                        misses.append("peers: %s %s median %s %s vs baton %s" % (
+                            subject, fig, num(p["median"]), unit, num(b["median"])))
+                rows.append([fig, backend, subject, "%s %s" % (num(p["median"]), unit),
+                             num(p["p99"]), p["samples"],
+                             "%s %s" % (num(b["median"]), unit) if b else "-", verdict(ahead)])
+    return table(["figure", "backend", "peer", "peer median", "peer p99", "samples",
+                  "baton median", "baton ahead"], rows), misses
+
+
+def main():
+    if len(sys.argv) != 2:
+        sys.exit("usage: bench/report.py results.json > RESULTS.md")
+    res = Results(load(sys.argv[1]))
+    m = res.meta
+    out = ["# baton benchmark results", "",
+           "Written by `bench/run.sh` (then `bench/report.py`) from `bench/results.json`, one run:",
+           "%s, commit `%s`, %s CPUs (%s), kernel %s%s." % (
+               m.get("date", "?"), m.get("commit", "?"), m.get("cpus", "?"),
+               m.get("cpu_model", "?"), m.get("kernel", "?"),
+               ", **quick run (few samples, not for committing)**" if m.get("quick") == "1"
+               else ""),
+           "All servers on loopback, started by `scripts/servers.sh` as for the tests. Medians "
+           "and p99 (nearest rank) over the samples named; floors are measured in the same run "
+           "with the same client library issuing the same requests by hand. Every record, with "
+           "its definitions and settings, is in `results.json`.", ""]
+    misses = []
+    sections = [
+        ("1. Graceful handover", "Owner process calls `stop()` -> the other process's "
+         "`on_acquired`. Floor: one notification (Redis PUBLISH, ZooKeeper watch, PostgreSQL "
+         "NOTIFY) plus one acquire round trip; SQLite/MySQL waiters poll, so their floor is one "
+         "acquire statement and the target allows one poll_interval.", handover(res)),
+        ("2. Crash takeover", "SIGKILL of the owner process -> another process's `on_acquired`. "
+         "Lease ttl 1 s + transition 1 s (SQL, Redis); ZooKeeper session timeout 2 s.",
+         takeover(res)),
+        ("3. Locker throughput", "Uncontended: `baton::locker` lock+unlock cycles from one "
+         "thread, beside the same requests issued raw (floor). Contended: 8 processes on one "
+         "mutex, owner changes per second.", throughput(res)),
+        ("4a. Scale: one process, 10,000 mutexes", "5,000 owned, 5,000 waiting on another "
+         "process; figures over an idle window after everything settled. Targets: <= 16 threads, "
+         "<= 128 MiB, idle CPU < 5 %, <= 2 Redis connections / 1 ZooKeeper session.",
+         scale(res, "mutexes")),
+        ("4b. Scale: the daemon with 1,000 schedules", "`baton run` owning 1,000 cron schedules "
+         "that do not fire during the window.", scale(res, "daemon")),
+        ("5. Peers on the same servers", "python3-kazoo Lock and Election, python3-redis Lock; "
+         "same definitions and the same machine, same run.", peers(res)),
+    ]
+    for title, text, (tab, miss) in sections:
+        out += ["## " + title, "", text, "", tab, ""]
+        misses += miss
+    out += ["## Targets missed", ""]
+    if res.errors:
+        misses += ["benchmark failed: %s" % e for e in res.errors]
+    out += ["- " + x for x in misses] if misses else ["None."]
+    out.append("")
+    sys.stdout.write("\n".join(out))
+
+
+if __name__ == "__main__":
+    main()

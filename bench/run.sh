@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# bench/run.sh: builds the benchmarks, starts the test servers (scripts/servers.sh, the same
+# start-up as the tests), runs every benchmark and writes bench/results.json (one JSON record per
+# line) and bench/RESULTS.md (the tables). Run by hand on a quiet machine; never in CI.
+#
+# usage: bench/run.sh [--quick] [--only NAME[,NAME...]] [--backends B[,B...]] [--out DIR]
+#
+#   --quick          fewer samples (a smoke run; results are not for committing)
+#   --only NAMES     run only these benchmarks: handover, takeover, throughput, scale, peers
+#   --backends LIST  only these backends (sqlite,postgresql,mysql,redis,zookeeper)
+#   --out DIR        where results.json and RESULTS.md go (default: bench/)
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$ROOT"
+
+quick=0
+only="handover,takeover,throughput,scale,peers"
+out="$ROOT/bench"
+while (($#)); do
+  case "$1" in
+    --quick) quick=1; shift ;;
+    --only) only=$2; shift 2 ;;
+    --backends) export BATON_BENCH_BACKENDS=$2; shift 2 ;;
+    --out) out=$2; shift 2 ;;
+    -h | --help) sed -n '6,12p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+    *) echo "bench/run.sh: unknown argument '$1'" >&2; exit 2 ;;
+  esac
+done
+export BATON_BENCH_QUICK=$quick
+mkdir -p "$out"
+
+# shellcheck source=../scripts/deps.sh
+source "$ROOT/scripts/deps.sh"
+baton_ensure_packages "${BATON_BUILD_PACKAGES[@]}" "${BATON_TEST_PACKAGES[@]}" || exit 1
+
+build=${BATON_BENCH_BUILD_DIR:-$ROOT/build-bench}
+cmake -S "$ROOT" -B "$build" -DCMAKE_BUILD_TYPE=Release -DBATON_BUILD_TESTS=OFF \
+  -DBATON_BUILD_BENCH=ON >/dev/null
+cmake --build "$build" -j "$(nproc)"
+export BATON_BENCH_BIN="$build/bench"
+export BATON_BENCH_DAEMON="$build/examples/baton"
+export BATON_BENCH_LUA_DIR="$ROOT/backends/redis/lua"
+PY=/usr/bin/python3
+
+# shellcheck source=../scripts/servers.sh
+source "$ROOT/scripts/servers.sh"
+scratch=$(mktemp -d "${TMPDIR:-/tmp}/baton-bench.XXXXXX")
+cleanup() {
+  local rc=$?
+  trap - EXIT INT TERM
+  # Benchmarks start child processes in their own process groups; end any left over.
+  pkill -TERM -f "$BATON_BENCH_BIN/" 2>/dev/null || true
+  baton_stop_servers
+  rm -rf "$scratch"
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+baton_start_all "$scratch" || { echo "bench/run.sh: FAILED to start the servers" >&2; exit 1; }
+
+results="$out/results.json"
+: >"$results.tmp"
+{
+  echo "{\"figure\":\"meta\",\"backend\":\"\",\"subject\":\"run\",\"unit\":\"\",\"samples\":0,"
+  echo "\"date\":\"$(date -u +%Y-%m-%dT%H:%M:%SZ)\",\"commit\":\"$(git rev-parse --short HEAD 2>/dev/null || echo unknown)\","
+  echo "\"cpus\":\"$(nproc)\",\"cpu_model\":\"$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n1)\","
+  echo "\"quick\":\"$quick\",\"kernel\":\"$(uname -r)\"}"
+} | tr -d '\n' >>"$results.tmp"
+echo >>"$results.tmp"
+
+run() {  # run NAME COMMAND...: appends the command's JSON lines to the results
+  local name=$1
+  shift
+  [[ ",$only," == *",$name,"* ]] || return 0
+  echo "bench/run.sh: == $name: $*" >&2
+  local started=$SECONDS
+  if ! "$@" >>"$results.tmp"; then
+    echo "bench/run.sh: $name FAILED" >&2
+    echo "{\"figure\":\"error\",\"backend\":\"\",\"subject\":\"$name\",\"unit\":\"\",\"samples\":0}" >>"$results.tmp"
+  fi
+  echo "bench/run.sh: == $name took $((SECONDS - started)) s" >&2
+}
+
+run handover "$BATON_BENCH_BIN/baton_handover_bench"
+run takeover "$BATON_BENCH_BIN/baton_takeover_bench"
+run throughput "$BATON_BENCH_BIN/baton_throughput_bench"
+run scale "$BATON_BENCH_BIN/baton_scale_bench"
+run peers "$PY" "$ROOT/bench/peers/peers.py"
+
+mv "$results.tmp" "$results"
+"$PY" "$ROOT/bench/report.py" "$results" >"$out/RESULTS.md"
+echo "bench/run.sh: wrote $results and $out/RESULTS.md" >&2

@@ -1,0 +1,474 @@
+// baton_throughput_bench: figure 3, locker throughput per backend.
+//
+// Uncontended: one thread, one baton::locker on one mutex, lock() + unlock() back to back, in
+// batches of about batch_seconds each; the floor (floors.hpp: the same requests sent by hand,
+// synchronously, with the same client library) runs its batches interleaved with baton's, so
+// both see the same server state. Records "throughput_uncontended" (cycles/s: median and p99 of
+// the per-batch rates; per-cycle latency in microseconds and the ratio to the floor as extras).
+//
+// Contended: `processes` children (baton_throughput_child) loop lock -> tiny critical section ->
+// unlock on one mutex for a fixed time. From their CLOCK_MONOTONIC timestamps: handoffs (changes
+// of owner) per second and the wait from one owner's unlock to the next owner's lock. Records
+// "throughput_contended" (handoffs/s over one-second windows; wait median/p99 in ms as extras).
+//
+// Environment: as bench/run.sh exports it; BATON_BENCH_QUICK=1 for fewer samples,
+// BATON_BENCH_BACKENDS to pick backends. Only JSON records go to stdout. For profiling:
+// BATON_BENCH_TP_ONLY=baton|floor runs only that side of the uncontended figure (no records, no
+// contended part; a summary on stderr), BATON_BENCH_IO_THREADS=N sizes the uncontended runtime's
+// io pool (default: baton::runtime's own; recorded as "io_threads" when set).
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "baton/backends/factory.hpp"
+#include "baton/mutex/locker.hpp"
+#include "common.hpp"
+#include "floors.hpp"
+
+namespace {
+
+using namespace baton::bench;
+using namespace std::chrono_literals;
+
+struct plan {
+  bool quick = false;
+  int batches = 25;
+  double batch_seconds = 0.5;
+  double contended_seconds = 10;
+  int processes = 8;
+};
+
+plan make_plan() {
+  plan p;
+  const char* quick = std::getenv("BATON_BENCH_QUICK");
+  p.quick = quick && std::string(quick) == "1";
+  if (p.quick) {
+    p.batches = 5;
+    p.batch_seconds = 0.3;
+    p.contended_seconds = 3;
+  }
+  return p;
+}
+
+void log(const std::string& line) { std::cerr << "baton_throughput_bench: " << line << std::endl; }
+
+std::string fixed(double v, int digits = 1) {
+  std::ostringstream o;
+  o.setf(std::ios::fixed);
+  o.precision(digits);
+  o << v;
+  return o.str();
+}
+
+// ---- children: started in their own group, killed with us ----------------------------------
+
+std::mutex children_mutex;
+std::vector<pid_t> children;  // running children, killed on any exit path
+
+void kill_children() noexcept {
+  std::lock_guard lock(children_mutex);
+  for (auto pid : children) {
+    ::kill(pid, SIGKILL);
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+  }
+  children.clear();
+}
+
+class child {
+ public:
+  explicit child(const std::vector<std::string>& argv) {
+    int in[2], out[2];
+    if (::pipe2(in, O_CLOEXEC) != 0 || ::pipe2(out, O_CLOEXEC) != 0)
+      throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    const pid_t parent = ::getpid();
+    std::lock_guard lock(children_mutex);
+    pid_ = ::fork();
+    if (pid_ < 0) throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
+    if (pid_ == 0) {
+      // Only async-signal-safe calls until exec.
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (::getppid() != parent) ::_exit(126);
+      ::dup2(in[0], STDIN_FILENO);
+      ::dup2(out[1], STDOUT_FILENO);
+      ::execv(args[0], args.data());
+      ::_exit(127);
+    }
+    children.push_back(pid_);
+    ::close(in[0]);
+    ::close(out[1]);
+    in_ = in[1];
+    out_ = out[0];
+  }
+  child(const child&) = delete;
+  child& operator=(const child&) = delete;
+  ~child() {
+    if (!status_) {
+      ::kill(pid_, SIGKILL);
+      reap(true);
+    }
+    if (in_ >= 0) ::close(in_);
+    if (out_ >= 0) ::close(out_);
+  }
+
+  pid_t pid() const noexcept { return pid_; }
+
+  // The next stdout line, or nullopt at EOF or the deadline (mono ns).
+  std::optional<std::string> line(std::int64_t deadline_ns) {
+    for (;;) {
+      if (auto nl = buffer_.find('\n'); nl != std::string::npos) {
+        auto l = buffer_.substr(0, nl);
+        buffer_.erase(0, nl + 1);
+        return l;
+      }
+      const auto left_ms = (deadline_ns - mono_ns()) / 1'000'000;
+      if (left_ms <= 0) return std::nullopt;
+      pollfd p{out_, POLLIN, 0};
+      if (::poll(&p, 1, static_cast<int>(std::min<std::int64_t>(left_ms, 100))) <= 0) continue;
+      char chunk[512];
+      const auto n = ::read(out_, chunk, sizeof chunk);
+      if (n <= 0) return std::nullopt;
+      buffer_.append(chunk, static_cast<std::size_t>(n));
+    }
+  }
+
+  void send(const std::string& line) {
+    const auto text = line + "\n";
+    if (::write(in_, text.data(), text.size()) != static_cast<ssize_t>(text.size()))
+      throw std::runtime_error("cannot write to child " + std::to_string(pid_));
+  }
+
+  // Exit status (128 + signal when killed), or nullopt when still running at the deadline.
+  std::optional<int> wait_exit(std::int64_t deadline_ns) {
+    while (!status_) {
+      if (reap(false)) break;
+      if (mono_ns() >= deadline_ns) return std::nullopt;
+      std::this_thread::sleep_for(5ms);
+    }
+    return status_;
+  }
+
+ private:
+  bool reap(bool block) {
+    int st = 0;
+    const pid_t r = ::waitpid(pid_, &st, block ? 0 : WNOHANG);
+    if (r != pid_) return false;
+    status_ = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    std::lock_guard lock(children_mutex);
+    children.erase(std::remove(children.begin(), children.end(), pid_), children.end());
+    return true;
+  }
+
+  pid_t pid_ = -1;
+  int in_ = -1;
+  int out_ = -1;
+  std::string buffer_;
+  std::optional<int> status_;
+};
+
+std::string bench_bin() {
+  if (const char* dir = std::getenv("BATON_BENCH_BIN"); dir && *dir) return dir;
+  return std::filesystem::read_symlink("/proc/self/exe").parent_path().string();
+}
+
+std::string scratch_dir() {
+  if (const char* dir = std::getenv("BATON_TEST_TMPDIR"); dir && *dir) return dir;
+  throw std::runtime_error("environment variable BATON_TEST_TMPDIR is not set");
+}
+
+// ---- uncontended ----------------------------------------------------------------------------
+
+struct samples {
+  std::vector<double> rates;         // cycles/s, one per batch
+  std::vector<double> latencies_us;  // one per cycle
+  long cycles_per_batch = 0;
+};
+
+// Cycles that take about `seconds` (at least 5), measured after a warm-up of the same length.
+long calibrate(const std::function<void()>& cycle, double seconds) {
+  const auto warm_until = mono_ns() + static_cast<std::int64_t>(seconds * 1e9);
+  long n = 0;
+  auto started = mono_ns();
+  while (mono_ns() < warm_until || n < 5) {
+    cycle();
+    ++n;
+  }
+  const double per_cycle = static_cast<double>(mono_ns() - started) / 1e9 / static_cast<double>(n);
+  return std::max(5L, std::lround(seconds / per_cycle));
+}
+
+// One batch of s.cycles_per_batch cycles, cut short at `limit_s` (a slowed-down server must not
+// stretch the run); the rate counts the cycles done.
+void run_batch(const std::function<void()>& cycle, samples& s, double limit_s) {
+  const auto started = mono_ns();
+  const auto cutoff = started + static_cast<std::int64_t>(limit_s * 1e9);
+  auto last = started;
+  long done = 0;
+  while (done < s.cycles_per_batch && last < cutoff) {
+    cycle();
+    const auto now = mono_ns();
+    s.latencies_us.push_back(static_cast<double>(now - last) / 1e3);
+    last = now;
+    ++done;
+  }
+  s.rates.push_back(static_cast<double>(done) / (static_cast<double>(last - started) / 1e9));
+}
+
+void uncontended(const std::string& type, const plan& p) {
+  baton::runtime::options threads;
+  if (const char* n = std::getenv("BATON_BENCH_IO_THREADS"); n && *n)
+    threads.io_threads = static_cast<unsigned>(std::stoul(n));
+  baton::runtime rt(threads);
+  auto backend = baton::make_backend(backend_from_env(type), rt);
+  const std::string name = "tp-solo-" + std::to_string(::getpid());
+  baton::locker lock(*backend, name, backend->default_options());
+  std::vector<double> lock_us, unlock_us;  // the two halves of baton's cycles
+  std::function<void()> baton_cycle = [&] {
+    const auto t0 = mono_ns();
+    if (!lock.try_lock_for(10s))
+      throw std::runtime_error(type + ": baton lock of an uncontended mutex took over 10 s");
+    const auto t1 = mono_ns();
+    lock.unlock();
+    const auto t2 = mono_ns();
+    lock_us.push_back(static_cast<double>(t1 - t0) / 1e3);
+    unlock_us.push_back(static_cast<double>(t2 - t1) / 1e3);
+  };
+  auto floor = make_floor_lock(type, name);
+  std::function<void()> floor_cycle = [&] { floor->cycle(); };
+
+  const double limit = 3 * p.batch_seconds;
+
+  // For profiling one side alone: BATON_BENCH_TP_ONLY=baton or floor (the other is skipped).
+  if (const char* only = std::getenv("BATON_BENCH_TP_ONLY"); only && *only) {
+    auto& cycle = std::string(only) == "floor" ? floor_cycle : baton_cycle;
+    samples s;
+    s.cycles_per_batch = calibrate(cycle, p.batch_seconds);
+    for (int i = 0; i < p.batches; ++i) run_batch(cycle, s, limit);
+    const auto r = summarize(s.rates), l = summarize(s.latencies_us);
+    log(type + ": only " + only + ": " + fixed(r.median, 0) + " cycles/s, latency median " +
+        fixed(l.median) + " us, p99 " + fixed(l.p99) + " us; lock median " +
+        fixed(summarize(lock_us).median) + " us, unlock median " +
+        fixed(summarize(unlock_us).median) + " us");
+    return;
+  }
+
+  samples b, f;
+  b.cycles_per_batch = calibrate(baton_cycle, p.batch_seconds);
+  f.cycles_per_batch = calibrate(floor_cycle, p.batch_seconds);
+  lock_us.clear();
+  unlock_us.clear();
+  log(type + ": uncontended, " + std::to_string(p.batches) + " batches each of " +
+      std::to_string(b.cycles_per_batch) + " baton / " + std::to_string(f.cycles_per_batch) +
+      " floor cycles, interleaved");
+  for (int i = 0; i < p.batches; ++i) {
+    // Alternate who goes first, so neither always follows the other.
+    if (i % 2 == 0) {
+      run_batch(baton_cycle, b, limit);
+      run_batch(floor_cycle, f, limit);
+    } else {
+      run_batch(floor_cycle, f, limit);
+      run_batch(baton_cycle, b, limit);
+    }
+  }
+
+  const auto br = summarize(b.rates), fr = summarize(f.rates);
+  const auto bl = summarize(b.latencies_us), fl = summarize(f.latencies_us);
+  const double ratio = fr.median > 0 ? br.median / fr.median : 0;
+  auto extra = [&](const summary& lat, const samples& s) {
+    return std::map<std::string, std::string>{
+        {"latency_median_us", fixed(lat.median)},
+        {"latency_p99_us", fixed(lat.p99)},
+        {"latency_samples", std::to_string(lat.samples)},
+        {"batches", std::to_string(s.rates.size())},
+        {"cycles_per_batch", std::to_string(s.cycles_per_batch)},
+    };
+  };
+  auto be = extra(bl, b);
+  be["ratio_to_floor"] = fixed(ratio, 3);
+  const auto ll = summarize(lock_us), ul = summarize(unlock_us);
+  be["lock_median_us"] = fixed(ll.median);
+  be["lock_p99_us"] = fixed(ll.p99);
+  be["unlock_median_us"] = fixed(ul.median);
+  be["unlock_p99_us"] = fixed(ul.p99);
+  be["options"] = "default_options()";
+  if (std::getenv("BATON_BENCH_IO_THREADS")) be["io_threads"] = std::to_string(threads.io_threads);
+  auto fe = extra(fl, f);
+  fe["requests"] = floor->requests();
+  emit("throughput_uncontended", type, "baton", "cycles/s", br, be);
+  emit("throughput_uncontended", type, "floor", "cycles/s", fr, fe);
+  log(type + ": baton " + fixed(br.median, 0) + " cycles/s (latency median " + fixed(bl.median) +
+      " us, p99 " + fixed(bl.p99) + " us); floor " + fixed(fr.median, 0) + " cycles/s (median " +
+      fixed(fl.median) + " us, p99 " + fixed(fl.p99) + " us); ratio " + fixed(ratio, 3) +
+      (ratio < 0.8 ? " (below the 0.8 target)" : ""));
+}
+
+// ---- contended ------------------------------------------------------------------------------
+
+struct section {
+  int process;
+  std::uint64_t fence;
+  std::int64_t locked_ns, unlocking_ns;
+};
+
+void contended(const std::string& type, const plan& p) {
+  const auto config = backend_from_env(type);
+  const std::string name = "tp-shared-" + std::to_string(::getpid());
+  const std::string dir = scratch_dir();
+  std::vector<std::string> argv{bench_bin() + "/baton_throughput_child", "--type", type};
+  for (const auto& [k, v] : config.params) {
+    argv.push_back("--param");
+    argv.push_back(k + "=" + v);
+  }
+  argv.push_back("--mutex");
+  argv.push_back(name);
+
+  std::vector<std::string> outs;
+  std::vector<std::unique_ptr<child>> procs;
+  for (int i = 0; i < p.processes; ++i) {
+    outs.push_back(dir + "/throughput-" + type + "-" + std::to_string(i) + ".txt");
+    std::filesystem::remove(outs.back());
+    auto args = argv;
+    args.push_back("--out");
+    args.push_back(outs.back());
+    procs.push_back(std::make_unique<child>(args));
+  }
+  const auto ready_by = mono_ns() + 30'000'000'000LL;
+  for (auto& c : procs) {
+    auto l = c->line(ready_by);
+    if (!l || *l != "READY")
+      throw std::runtime_error(type + ": child " + std::to_string(c->pid()) +
+                               " did not get ready within 30 s" +
+                               (l ? " (said '" + *l + "')" : " (see its stderr above)"));
+  }
+  const auto duration_ns = static_cast<std::int64_t>(p.contended_seconds * 1e9);
+  const auto start_ns = mono_ns();
+  const auto end_ns = start_ns + duration_ns;
+  for (auto& c : procs) c->send("GO " + std::to_string(end_ns));
+  log(type + ": contended, " + std::to_string(p.processes) + " processes for " +
+      fixed(p.contended_seconds, 0) + " s");
+
+  // Unlock is bounded by min(lease, 10 s) in the locker; allow that and then some.
+  const auto exit_by = end_ns + 30'000'000'000LL;
+  for (auto& c : procs) {
+    auto status = c->wait_exit(exit_by);
+    if (!status)
+      throw std::runtime_error(type + ": child " + std::to_string(c->pid()) +
+                               " did not finish within 30 s of the end");
+    if (*status != 0)
+      throw std::runtime_error(type + ": child " + std::to_string(c->pid()) + " failed (status " +
+                               std::to_string(*status) + ")");
+  }
+
+  std::vector<section> all;
+  std::vector<long> per_process(p.processes, 0);
+  for (int i = 0; i < p.processes; ++i) {
+    std::ifstream in(outs[i]);
+    if (!in) throw std::runtime_error(type + ": missing child output " + outs[i]);
+    section s{i, 0, 0, 0};
+    while (in >> s.fence >> s.locked_ns >> s.unlocking_ns) {
+      all.push_back(s);
+      ++per_process[i];
+    }
+    std::filesystem::remove(outs[i]);
+  }
+  std::sort(all.begin(), all.end(),
+            [](const section& a, const section& b) { return a.locked_ns < b.locked_ns; });
+
+  // Handoffs: consecutive sections of different processes. Per one-second window, by the
+  // time the new owner got the lock.
+  const auto windows = std::max<std::int64_t>(1, duration_ns / 1'000'000'000);
+  std::vector<double> per_window(static_cast<std::size_t>(windows), 0);
+  std::vector<double> waits_ms;
+  long handoffs = 0, overlaps = 0;
+  for (std::size_t i = 1; i < all.size(); ++i) {
+    if (all[i].locked_ns < all[i - 1].unlocking_ns) ++overlaps;
+    if (all[i].process == all[i - 1].process) continue;
+    ++handoffs;
+    waits_ms.push_back(static_cast<double>(all[i].locked_ns - all[i - 1].unlocking_ns) / 1e6);
+    const auto w = (all[i].locked_ns - start_ns) / 1'000'000'000;
+    if (w >= 0 && w < windows) per_window[static_cast<std::size_t>(w)] += 1;
+  }
+  const auto rate = summarize(per_window);
+  const auto wait = summarize(waits_ms);
+  const double seconds = static_cast<double>(duration_ns) / 1e9;
+  const auto fewest = *std::min_element(per_process.begin(), per_process.end());
+  const auto most = *std::max_element(per_process.begin(), per_process.end());
+  emit("throughput_contended", type, "baton", "handoffs/s", rate,
+       {{"processes", std::to_string(p.processes)},
+        {"duration_s", fixed(seconds, 1)},
+        {"handoffs", std::to_string(handoffs)},
+        {"handoffs_per_s_overall", fixed(static_cast<double>(handoffs) / seconds)},
+        {"sections", std::to_string(all.size())},
+        {"sections_per_s", fixed(static_cast<double>(all.size()) / seconds)},
+        {"sections_per_process_min", std::to_string(fewest)},
+        {"sections_per_process_max", std::to_string(most)},
+        {"wait_median_ms", fixed(wait.median, 2)},
+        {"wait_p99_ms", fixed(wait.p99, 2)},
+        {"wait_samples", std::to_string(wait.samples)},
+        {"overlaps", std::to_string(overlaps)},
+        {"options", "default_options()"}});
+  log(type + ": " + std::to_string(handoffs) + " handoffs in " + fixed(seconds, 1) + " s (" +
+      fixed(static_cast<double>(handoffs) / seconds) + "/s), " + std::to_string(all.size()) +
+      " sections (per process " + std::to_string(fewest) + ".." + std::to_string(most) +
+      "); wait median " + fixed(wait.median, 2) + " ms, p99 " + fixed(wait.p99, 2) + " ms" +
+      (overlaps ? "; " + std::to_string(overlaps) + " OVERLAPPING sections" : ""));
+  if (overlaps != 0)
+    throw std::runtime_error(type + ": " + std::to_string(overlaps) +
+                             " critical sections overlapped (mutual exclusion broken)");
+}
+
+}  // namespace
+
+int main() {
+  ::signal(SIGPIPE, SIG_IGN);
+  const auto p = make_plan();
+  // Everything has its own deadline; this one catches what would slip through them all.
+  const auto limit = std::chrono::seconds{p.quick ? 300 : 900};
+  std::thread([limit] {
+    std::this_thread::sleep_for(limit);
+    std::cerr << "baton_throughput_bench: FAILED: still running after " << limit.count()
+              << " s; giving up" << std::endl;
+    kill_children();
+    std::_Exit(3);
+  }).detach();
+
+  int failed = 0;
+  for (const auto& type : backends_to_run()) {
+    const auto started = mono_ns();
+    try {
+      uncontended(type, p);
+      if (!std::getenv("BATON_BENCH_TP_ONLY")) contended(type, p);
+    } catch (const std::exception& e) {
+      std::cerr << "baton_throughput_bench: FAILED on " << type << ": " << e.what() << std::endl;
+      kill_children();
+      ++failed;
+    }
+    log(type + ": took " + fixed(static_cast<double>(mono_ns() - started) / 1e9) + " s");
+  }
+  kill_children();
+  return failed == 0 ? 0 : 1;
+}
