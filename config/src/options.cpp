@@ -11,7 +11,8 @@ scheduler_options make_scheduler_options(const daemon_config& config,
                                          const contend_options& backend_defaults,
                                          std::string contender_id) {
   scheduler_options opts;
-  // A schedule runs one job at a time, so one thread per schedule never starves a schedule.
+  // A schedule runs one job at a time, so one thread per schedule never starves a schedule. The
+  // pool starts threads only as jobs run at once, so idle schedules cost none.
   opts.job_threads =
       static_cast<unsigned>(std::clamp<std::size_t>(config.schedules.size(), 1, 256));
   opts.lease = config.lease.apply(backend_defaults);

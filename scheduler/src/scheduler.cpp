@@ -1,5 +1,7 @@
 #include "baton/scheduler/scheduler.hpp"
 
+#include "baton/scheduler/detail/job_pool.hpp"
+
 #include <algorithm>
 #include <condition_variable>
 #include <mutex>
@@ -10,7 +12,6 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
-#include <boost/asio/thread_pool.hpp>
 
 #include "baton/mutex/detail/log.hpp"
 #include "baton/mutex/errc.hpp"
@@ -45,7 +46,7 @@ class schedule_runner : public mutex_contender,
  public:
   schedule_runner(schedule_options s, contend_options lease, milliseconds stop_grace,
                   std::string contender_id, boost::asio::io_context& io,
-                  std::shared_ptr<boost::asio::thread_pool> jobs,
+                  std::shared_ptr<detail::job_pool> jobs,
                   std::shared_ptr<const scheduler_clock> clock)
       : options_(std::move(s)),
         lease_(lease),
@@ -323,7 +324,7 @@ class schedule_runner : public mutex_contender,
     });
     detail::log().info("schedule '{}': run started (fire {}, fence {})", name(), fmt_time(slot),
                        fence_);
-    boost::asio::post(*jobs_, [self = shared_from_this(), ctx = std::move(ctx), id = run_->id] {
+    jobs_->post([self = shared_from_this(), ctx = std::move(ctx), id = run_->id] {
       self->execute(ctx, id);
     });
     arm_run_timer();
@@ -431,7 +432,7 @@ class schedule_runner : public mutex_contender,
   milliseconds stop_grace_;
   std::string contender_id_;
   boost::asio::strand<boost::asio::io_context::executor_type> strand_;
-  std::shared_ptr<boost::asio::thread_pool> jobs_;
+  std::shared_ptr<detail::job_pool> jobs_;
   std::shared_ptr<const scheduler_clock> clock_;
   std::shared_ptr<contend_service> service_;
 
@@ -457,7 +458,7 @@ class schedule_runner : public mutex_contender,
 }  // namespace detail
 
 struct scheduler::pool {
-  std::shared_ptr<boost::asio::thread_pool> jobs;
+  std::shared_ptr<detail::job_pool> jobs;
 };
 
 scheduler::scheduler(mutex_backend& backend, runtime& rt, scheduler_options opts)
@@ -468,7 +469,7 @@ scheduler::scheduler(mutex_backend& backend, runtime& rt, scheduler_options opts
       pool_(std::make_unique<pool>()) {
   if (!options_.clock) options_.clock = system_scheduler_clock();
   if (options_.lease) validate(*options_.lease);
-  pool_->jobs = std::make_shared<boost::asio::thread_pool>(std::max(1u, options_.job_threads));
+  pool_->jobs = std::make_shared<detail::job_pool>(std::max(1u, options_.job_threads));
 }
 
 scheduler::~scheduler() {

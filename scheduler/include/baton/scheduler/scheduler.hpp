@@ -36,7 +36,9 @@ struct schedule_options {
 
 /// Settings shared by every schedule of a scheduler.
 struct scheduler_options {
-  unsigned job_threads = 4;              ///< threads of the job pool (jobs never run on io threads)
+  /// Most threads of the job pool (jobs never run on io threads). Threads start only when a job
+  /// comes and all are busy, and end after a minute idle.
+  unsigned job_threads = 4;
   std::optional<contend_options> lease;  ///< default lease for schedules without their own
   std::string contender_id;              ///< this node; empty = make_contender_id()
   /// Time source; null = system_scheduler_clock(). Its steady time must follow
