@@ -20,30 +20,39 @@ std::shared_ptr<contend_service> lease_store_backend::make_contend_service(
                                     std::move(contender), options);
 }
 
+// The store's answer travels as a value; the exception is made on the caller's thread (an
+// exception_ptr shared across threads is freed in libstdc++ where ThreadSanitizer cannot see
+// its reference count).
+namespace {
+template <class T>
+struct answer {
+  std::error_code ec;
+  T value{};
+};
+}  // namespace
+
 mutex_owner lease_store_backend::read_owner(const std::string& name) {
   validate_mutex_name(name);
-  std::promise<lease_grant> promise;
+  std::promise<answer<lease_grant>> promise;
   auto future = promise.get_future();
   store_->async_read(name, [&promise](std::error_code ec, lease_grant grant) {
-    if (ec)
-      promise.set_exception(std::make_exception_ptr(std::system_error(ec, "read owner")));
-    else
-      promise.set_value(std::move(grant));
+    promise.set_value({ec, std::move(grant)});
   });
-  return future.get().owner;
+  auto a = future.get();
+  if (a.ec) throw std::system_error(a.ec, "read owner");
+  return a.value.owner;
 }
 
 std::string lease_store_backend::read_state(const std::string& name) {
   validate_mutex_name(name);
-  std::promise<std::string> promise;
+  std::promise<answer<std::string>> promise;
   auto future = promise.get_future();
   store_->async_read_state(name, [&promise](std::error_code ec, std::string state) {
-    if (ec)
-      promise.set_exception(std::make_exception_ptr(std::system_error(ec, "read state")));
-    else
-      promise.set_value(std::move(state));
+    promise.set_value({ec, std::move(state)});
   });
-  return future.get();
+  auto a = future.get();
+  if (a.ec) throw std::system_error(a.ec, "read state");
+  return std::move(a.value);
 }
 
 }  // namespace baton
