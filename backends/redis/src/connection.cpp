@@ -8,8 +8,8 @@
 
 #include "asio_adapter.hpp"
 #include "baton/mutex/detail/log.hpp"
-#include "baton/mutex/stats.hpp"
 #include "baton/mutex/errc.hpp"
+#include "baton/mutex/stats.hpp"
 
 namespace baton::backends::redis::detail {
 namespace {

@@ -9,8 +9,8 @@
 #include <cstring>
 
 #include "baton/mutex/detail/log.hpp"
-#include "baton/mutex/stats.hpp"
 #include "baton/mutex/errc.hpp"
+#include "baton/mutex/stats.hpp"
 
 namespace baton::backends::zookeeper::detail {
 
