@@ -1,5 +1,6 @@
 #include "common.hpp"
 
+#include <signal.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -119,6 +120,23 @@ std::vector<std::string> backends_to_run() {
   for (std::string item; std::getline(ss, item, ',');)
     if (!item.empty()) out.push_back(item);
   return out;
+}
+
+int run_backends(const std::string& program, int quick_samples, int full_samples,
+                 const std::function<void(const std::string&, int)>& run) {
+  ::signal(SIGPIPE, SIG_IGN);
+  const char* quick = std::getenv("BATON_BENCH_QUICK");
+  const int samples = quick && std::string(quick) == "1" ? quick_samples : full_samples;
+  int failures = 0;
+  for (const auto& type : backends_to_run()) {
+    try {
+      run(type, samples);
+    } catch (const std::exception& e) {
+      std::cerr << program << ": " << type << ": FAILED: " << e.what() << "\n";
+      ++failures;
+    }
+  }
+  return failures == 0 ? 0 : 1;
 }
 
 process_usage usage_of(int pid) {

@@ -4,6 +4,7 @@
 // bench/run.sh exports (the same variables as the test servers: BATON_TEST_*).
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -39,6 +40,14 @@ backend_config backend_from_env(const std::string& type);
 /// "sqlite", "postgresql", "mysql", "redis", "zookeeper", or the comma list in
 /// $BATON_BENCH_BACKENDS.
 std::vector<std::string> backends_to_run();
+
+/// A benchmark's main loop: ignores SIGPIPE (a dead child's stdin must give an error, not kill
+/// the benchmark), then runs `run(backend, samples)` for every backend to run, with `samples`
+/// = `quick_samples` when BATON_BENCH_QUICK=1, else `full_samples`. A backend that throws is
+/// reported on stderr as "<program>: <backend>: FAILED: ..." and the others still run.
+/// Returns the exit status: 0 when every backend succeeded, else 1.
+int run_backends(const std::string& program, int quick_samples, int full_samples,
+                 const std::function<void(const std::string&, int)>& run);
 
 /// Threads of this process (from /proc/self/status), resident set in bytes, CPU seconds used.
 struct process_usage {

@@ -177,18 +177,4 @@ void run_backend(const std::string& type, int samples) {
 
 }  // namespace
 
-int main() {
-  ::signal(SIGPIPE, SIG_IGN);  // a dead child's stdin must give an error, not kill us
-  const char* quick = std::getenv("BATON_BENCH_QUICK");
-  const int samples = quick && std::string(quick) == "1" ? 3 : 10;
-  int failures = 0;
-  for (const auto& type : baton::bench::backends_to_run()) {
-    try {
-      run_backend(type, samples);
-    } catch (const std::exception& e) {
-      std::cerr << "baton_takeover_bench: " << type << ": FAILED: " << e.what() << "\n";
-      ++failures;
-    }
-  }
-  return failures == 0 ? 0 : 1;
-}
+int main() { return baton::bench::run_backends("baton_takeover_bench", 3, 10, run_backend); }
