@@ -666,11 +666,24 @@ TEST_F(redis_test, killed_connections_while_owning_and_waiting_never_yield_two_o
         return raw_->run({"PUBSUB", "NUMSUB", waiter_channel}) == waiter_channel + " 1";
       },
       10s));
+  // The client id of this process's subscriber connection ("" when there is none).
+  auto subscriber_id = [&] {
+    const auto list = raw_->run({"CLIENT", "LIST"});
+    const auto at = list.find("name=baton-subscriber-" + std::to_string(::getpid()) + " ");
+    if (at == std::string::npos) return std::string();
+    const auto line = list.rfind('\n', at);
+    const auto id = list.find("id=", line == std::string::npos ? 0 : line);
+    return list.substr(id + 3, list.find(' ', id) - id - 3);
+  };
+  const auto killed = subscriber_id();
+  ASSERT_FALSE(killed.empty());
   raw_->run({"CLIENT", "KILL", "TYPE", "pubsub"});
-  std::this_thread::sleep_for(500ms);
+  // A new subscriber connection, with the waiter subscribed on it again.
   ASSERT_TRUE(baton::test::wait_until(
       [&] {
-        return raw_->run({"PUBSUB", "NUMSUB", waiter_channel}) == waiter_channel + " 1";
+        const auto now = subscriber_id();
+        return !now.empty() && now != killed &&
+               raw_->run({"PUBSUB", "NUMSUB", waiter_channel}) == waiter_channel + " 1";
       },
       10s));
 
