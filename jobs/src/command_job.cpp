@@ -1,14 +1,15 @@
-// The command job: fork + execve with a prepared argv/envp, its own process group, the parent's
-// death signal, output logged line by line, SIGTERM then SIGKILL on stop. The job-pool thread
-// that runs it waits with poll() on the output pipes, a pidfd and a wake-up pipe; no extra threads.
+// The command job: fork a per-run supervisor (supervisor.cpp) that execs the command, log its
+// output line by line, and tell the supervisor when the run must end. The job-pool thread that
+// runs it waits with poll() on the output pipes, the supervisor's report pipe and a wake-up
+// pipe; no extra threads.
 #include "baton/jobs/command_job.hpp"
 
 #include <fcntl.h>
+#include <grp.h>
 #include <poll.h>
+#include <pwd.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -20,8 +21,10 @@
 #include <optional>
 #include <stop_token>
 #include <string_view>
+#include <tuple>
 
 #include "baton/mutex/detail/log.hpp"
+#include "supervisor.hpp"
 
 extern char** environ;
 
@@ -97,14 +100,21 @@ std::string signal_name(int sig) {
 
 double seconds(steady::duration d) { return std::chrono::duration<double>(d).count(); }
 
-/// The daemon's environment, then `extra`, then the BATON_* variables, as "K=V" strings.
-std::vector<std::string> child_environment(const command_options& opts, const job_context& ctx) {
+/// The daemon's environment, then HOME/USER/LOGNAME of `identity`, then `opts.env`, then the
+/// BATON_* variables, as "K=V" strings.
+std::vector<std::string> child_environment(const command_options& opts, const job_context& ctx,
+                                           const std::optional<command_identity>& identity) {
   std::map<std::string, std::string> env;
   for (char** e = environ; e && *e; ++e) {
     std::string_view kv(*e);
     auto eq = kv.find('=');
     if (eq == std::string_view::npos || eq == 0) continue;
     env.emplace(std::string(kv.substr(0, eq)), std::string(kv.substr(eq + 1)));
+  }
+  if (identity && !identity->user_name.empty()) {
+    env["USER"] = identity->user_name;
+    env["LOGNAME"] = identity->user_name;
+    if (!identity->home.empty()) env["HOME"] = identity->home;
   }
   for (const auto& [k, v] : opts.env) env[k] = v;
   env["BATON_SCHEDULE"] = ctx.schedule;
@@ -195,14 +205,23 @@ bool drain(int fd, line_logger& out) {
   }
 }
 
+/// What the daemon learnt from a run's supervisor.
+struct run_outcome {
+  std::optional<int> wait_status;  // the command's, once it exited
+  std::string setup_error;         // chdir/setuid/exec failed in the child
+  int leftovers = 0;               // processes left behind by the command and ended
+  bool done = false;               // the supervisor saw the whole tree gone
+};
+
 void run_command(const command_options& opts, const job_context& ctx) {
   const std::string& name = ctx.schedule;
-  const auto envs = child_environment(opts, ctx);
+  const auto identity = resolve_identity(opts.user, opts.group);
+  const auto envs = child_environment(opts, ctx, identity);
   const auto resolved = resolve_program(opts.argv[0], envs);
   if (!resolved) fail(name, "cannot start '" + opts.argv[0] + "': not found in PATH");
   const std::string& program = *resolved;
 
-  // Everything the child needs is prepared here: after fork() it may only make
+  // Everything the supervisor needs is prepared here: after fork() it may only make
   // async-signal-safe calls.
   std::vector<char*> argv;
   for (const auto& a : opts.argv) argv.push_back(const_cast<char*>(a.c_str()));
@@ -215,117 +234,136 @@ void run_command(const command_options& opts, const job_context& ctx) {
   if (!devnull) fail(name, "cannot open /dev/null: " + errno_text(errno));
   auto [out_r, out_w] = make_pipe(name);
   auto [err_r, err_w] = make_pipe(name);
-  auto [exec_r, exec_w] = make_pipe(name);  // carries errno when execve fails
+  auto [control_r, control_w] = make_pipe(name);  // 'T': end the run; closed: the daemon is gone
+  auto [report_r, report_w] = make_pipe(name);    // supervisor_report records
   auto [wake_r, wake_w] = make_pipe(name, O_NONBLOCK);
-  const pid_t parent = ::getpid();
-  long max_fd = ::sysconf(_SC_OPEN_MAX);
-  if (max_fd < 0 || max_fd > 65536) max_fd = 65536;
-  sigset_t no_signals;
-  sigemptyset(&no_signals);
-  struct sigaction default_action {};
-  default_action.sa_handler = SIG_DFL;
-  sigemptyset(&default_action.sa_mask);
+
+  detail::supervisor_setup setup;
+  setup.program = program.c_str();
+  setup.argv = argv.data();
+  setup.envp = envp.data();
+  setup.stdin_fd = devnull.get();
+  setup.stdout_fd = out_w.get();
+  setup.stderr_fd = err_w.get();
+  setup.control_fd = control_r.get();
+  setup.report_fd = report_w.get();
+  setup.daemon_pid = ::getpid();
+  setup.kill_grace_ms = opts.kill_grace.count();
+  if (!opts.working_directory.empty()) setup.working_directory = opts.working_directory.c_str();
+  if (identity) {
+    setup.switch_identity = true;
+    setup.uid = identity->uid;
+    setup.gid = identity->gid;
+    setup.groups = identity->groups.data();
+    setup.group_count = identity->groups.size();
+  }
 
   const auto started = steady::now();
-  const pid_t pid = ::fork();
-  if (pid < 0) fail(name, "cannot start '" + opts.argv[0] + "': fork failed: " + errno_text(errno));
-  if (pid == 0) {
-    // Child: async-signal-safe calls only. The death signal follows the forking *thread*: the
-    // job-pool thread that runs this job, which lives until the command has exited.
-    ::setpgid(0, 0);
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (::getppid() != parent) ::_exit(127);  // the daemon died before prctl took effect
-    for (int sig = 1; sig < NSIG; ++sig)
-      if (sig != SIGKILL && sig != SIGSTOP) ::sigaction(sig, &default_action, nullptr);
-    ::sigprocmask(SIG_SETMASK, &no_signals, nullptr);
-    if (::dup2(devnull.get(), 0) < 0 || ::dup2(out_w.get(), 1) < 0 || ::dup2(err_w.get(), 2) < 0) {
-      int e = errno;
-      (void)!::write(exec_w.get(), &e, sizeof e);
-      ::_exit(127);
-    }
-    // Keep the daemon's sockets and files out of the job.
-    if (::close_range(3, ~0U, CLOSE_RANGE_CLOEXEC) != 0)
-      for (int fd = 3; fd < max_fd; ++fd) ::fcntl(fd, F_SETFD, FD_CLOEXEC);
-    ::execve(program.c_str(), argv.data(), envp.data());
-    int e = errno;
-    (void)!::write(exec_w.get(), &e, sizeof e);
-    ::_exit(127);
-  }
+  // The parent-death signal follows the forking *thread*: the job-pool thread that runs this
+  // job, which lives until the run has ended. The closing control pipe covers the process.
+  const pid_t supervisor = ::fork();
+  if (supervisor < 0)
+    fail(name, "cannot start '" + opts.argv[0] + "': fork failed: " + errno_text(errno));
+  if (supervisor == 0) detail::run_supervisor(setup);
 
-  // Parent. Set the group here too, so that kill(-pid) works even before the child ran.
-  ::setpgid(pid, pid);
   out_w.reset();
   err_w.reset();
-  exec_w.reset();
+  control_r.reset();
+  report_w.reset();
   devnull.reset();
-  int exec_errno = 0;
-  ssize_t n;
-  do n = ::read(exec_r.get(), &exec_errno, sizeof exec_errno);
-  while (n < 0 && errno == EINTR);
-  if (n == static_cast<ssize_t>(sizeof exec_errno)) {
-    int status = 0;
-    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-    }
-    fail(name, "cannot start '" + program + "': " + errno_text(exec_errno));
-  }
-  exec_r.reset();
-  detail::log().info("[{}] started '{}' as pid {}", name, program, pid);
 
-  unique_fd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
   std::stop_callback wake_on_stop(ctx.stop, [fd = wake_w.get()] {
     char c = 1;
     (void)!::write(fd, &c, 1);
   });
   ::fcntl(out_r.get(), F_SETFL, O_NONBLOCK);
   ::fcntl(err_r.get(), F_SETFL, O_NONBLOCK);
+  ::fcntl(report_r.get(), F_SETFL, O_NONBLOCK);
   line_logger out_log(name, "stdout", spdlog::level::info);
   line_logger err_log(name, "stderr", spdlog::level::warn);
 
-  bool exited = false;
-  bool status_known = true;
-  int status = 0;
-  std::optional<steady::time_point> term_sent;
-  bool kill_sent = false;
+  run_outcome outcome;
+  pid_t command_pid = 0;
   const char* stop_reason = nullptr;
-  while (true) {
-    if (!exited) {
-      pid_t r = ::waitpid(pid, &status, WNOHANG);
-      if (r == pid) {
-        exited = true;
-      } else if (r < 0 && errno == ECHILD) {
-        exited = true;  // reaped elsewhere (SIGCHLD ignored): the status is lost
-        status_known = false;
+  std::optional<steady::time_point> term_sent;
+  auto handle = [&](const detail::supervisor_report& r) {
+    using rep = detail::supervisor_report;
+    switch (r.kind) {
+      case rep::started:
+        command_pid = r.value;
+        detail::log().info("[{}] started '{}' as pid {} (supervisor pid {}, a subreaper)", name,
+                           program, command_pid, supervisor);
+        break;
+      case rep::setup_failed:
+        outcome.setup_error =
+            std::string(detail::describe_stage(r.stage)) + ": " + errno_text(r.value);
+        if (r.stage == rep::stage_exec) outcome.setup_error = errno_text(r.value);
+        if (r.stage == rep::stage_chdir)
+          outcome.setup_error = "cannot change to the working directory '" +
+                                opts.working_directory + "': " + errno_text(r.value);
+        break;
+      case rep::exited:
+        outcome.wait_status = r.value;
+        break;
+      case rep::terminating:
+        if (r.stage == rep::reason_leftovers) {
+          outcome.leftovers = r.value;
+          if (r.value > 0)
+            detail::log().warn(
+                "[{}] the command exited and left {} process(es) behind: sending them SIGTERM",
+                name, r.value);
+        } else if (r.stage == rep::reason_signal) {
+          detail::log().warn("[{}] the supervisor was signalled: ending the run's processes", name);
+        }
+        break;
+      case rep::killing:
+        detail::log().warn(
+            "[{}] still running {} ms after SIGTERM: sending SIGKILL to {} process(es) of the run",
+            name, opts.kill_grace.count(), r.value);
+        break;
+      case rep::done:
+        outcome.done = true;
+        if (outcome.leftovers > 0)
+          detail::log().warn("[{}] killed processes left behind by the command: {}", name,
+                             outcome.leftovers);
+        break;
+      default:
+        break;
+    }
+  };
+  // Reads what the supervisor said; false once it closed its end (it exited).
+  auto read_reports = [&]() -> bool {
+    detail::supervisor_report r;
+    while (true) {
+      const ssize_t n = ::read(report_r.get(), &r, sizeof r);
+      if (n == static_cast<ssize_t>(sizeof r)) {
+        handle(r);
+        continue;
       }
+      if (n < 0 && errno == EINTR) continue;
+      return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
     }
-    if (exited) {
-      if (out_r) drain(out_r.get(), out_log);
-      if (err_r) drain(err_r.get(), err_log);
-      break;
-    }
+  };
+
+  bool supervisor_open = true;
+  while (supervisor_open) {
     const auto now = steady::now();
     if (!term_sent && (ctx.stop.stop_requested() || now >= ctx.deadline)) {
       stop_reason = ctx.stop.stop_requested() ? "stop requested" : "timeout";
-      detail::log().info("[{}] {}: sending SIGTERM to process group {}", name, stop_reason, pid);
-      ::kill(-pid, SIGTERM);
+      detail::log().info("[{}] {}: sending SIGTERM to every process of the run (kill_grace {} ms)",
+                         name, stop_reason, opts.kill_grace.count());
+      const char t = 'T';
+      (void)!::write(control_w.get(), &t, 1);
       term_sent = now;
     }
-    if (term_sent && !kill_sent && now >= *term_sent + opts.kill_grace) {
-      detail::log().warn(
-          "[{}] still running {} ms after SIGTERM: sending SIGKILL to process "
-          "group {}",
-          name, opts.kill_grace.count(), pid);
-      ::kill(-pid, SIGKILL);
-      kill_sent = true;
-    }
-    // Sleep until output, exit, a stop request or the next deadline.
-    steady::time_point wake = now + (pidfd ? milliseconds{1000} : milliseconds{50});
+    // Sleep until output, a report, a stop request or the timeout.
+    steady::time_point wake = now + milliseconds{1000};
     if (!term_sent && ctx.deadline < wake) wake = ctx.deadline;
-    if (term_sent && !kill_sent) wake = std::min(wake, *term_sent + opts.kill_grace);
-    int timeout_ms = static_cast<int>(
+    const int timeout_ms = static_cast<int>(
         std::clamp<long long>(std::chrono::ceil<milliseconds>(wake - now).count(), 0, 1000));
     pollfd fds[4] = {{out_r ? out_r.get() : -1, POLLIN, 0},
                      {err_r ? err_r.get() : -1, POLLIN, 0},
-                     {pidfd ? pidfd.get() : -1, POLLIN, 0},
+                     {report_r.get(), POLLIN, 0},
                      {wake_r.get(), POLLIN, 0}};
     if (::poll(fds, 4, timeout_ms) < 0 && errno != EINTR)
       detail::log().warn("[{}] poll failed: {}", name, errno_text(errno));
@@ -333,26 +371,37 @@ void run_command(const command_options& opts, const job_context& ctx) {
       out_r.reset();
     if (err_r && (fds[1].revents & (POLLIN | POLLHUP | POLLERR)) && !drain(err_r.get(), err_log))
       err_r.reset();
+    if (fds[2].revents & (POLLIN | POLLHUP | POLLERR)) supervisor_open = read_reports();
     if (fds[3].revents & POLLIN) {
       char buf[64];
       while (::read(wake_r.get(), buf, sizeof buf) > 0) {
       }
     }
   }
+  int supervisor_status = 0;
+  while (::waitpid(supervisor, &supervisor_status, 0) < 0 && errno == EINTR) {
+  }
+  // Every writer of the output pipes is gone now: read them to the end.
+  if (out_r) drain(out_r.get(), out_log);
+  if (err_r) drain(err_r.get(), err_log);
   out_log.flush();
   err_log.flush();
-  // The command is gone; whatever it left in its group must not outlive the run. (The group id
-  // stays reserved while any member lives, so this cannot hit an unrelated process.)
-  if (::kill(-pid, SIGKILL) == 0)
-    detail::log().warn("[{}] killed processes left behind in process group {}", name, pid);
+  if (!outcome.done) {
+    // The supervisor died without seeing the tree gone (killed from outside): the command's
+    // group is the best we still know.
+    if (command_pid > 0) ::kill(-command_pid, SIGKILL);
+    detail::log().error(
+        "[{}] the run's supervisor (pid {}) ended unexpectedly ({})", name, supervisor,
+        WIFSIGNALED(supervisor_status) ? signal_name(WTERMSIG(supervisor_status))
+                                       : "status " + std::to_string(supervisor_status));
+  }
+  if (!outcome.setup_error.empty())
+    fail(name, "cannot start '" + program + "': " + outcome.setup_error);
+  if (!outcome.wait_status) fail(name, "'" + opts.argv[0] + "': the exit status is unknown");
 
   const double took = seconds(steady::now() - started);
-  std::string outcome;
-  if (!status_known) {
-    detail::log().warn("[{}] exited after {:.3f} s; exit status unknown (reaped elsewhere)", name,
-                       took);
-    return;
-  }
+  const int status = *outcome.wait_status;
+  std::string result;
   if (WIFEXITED(status)) {
     const int code = WEXITSTATUS(status);
     if (code == 0) {
@@ -360,21 +409,101 @@ void run_command(const command_options& opts, const job_context& ctx) {
                          stop_reason ? std::string(" (") + stop_reason + ")" : std::string(), took);
       return;
     }
-    outcome = "exited with status " + std::to_string(code);
+    result = "exited with status " + std::to_string(code);
   } else if (WIFSIGNALED(status)) {
-    outcome = "killed by " + signal_name(WTERMSIG(status));
+    result = "killed by " + signal_name(WTERMSIG(status));
   } else {
-    outcome = "ended with wait status " + std::to_string(status);
+    result = "ended with wait status " + std::to_string(status);
   }
   char took_text[32];
   std::snprintf(took_text, sizeof took_text, "%.3f", took);
-  if (stop_reason) outcome += std::string(" (") + stop_reason + ")";
-  outcome += std::string(" after ") + took_text + " s";
-  detail::log().warn("[{}] {}", name, outcome);
-  throw command_error("'" + opts.argv[0] + "' " + outcome);
+  if (stop_reason) result += std::string(" (") + stop_reason + ")";
+  result += std::string(" after ") + took_text + " s";
+  detail::log().warn("[{}] {}", name, result);
+  throw command_error("'" + opts.argv[0] + "' " + result);
 }
 
 }  // namespace
+
+namespace {
+
+bool all_digits(const std::string& s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+/// getpwnam_r / getpwuid_r for a name or a number; nullopt when there is no such user.
+std::optional<std::tuple<uid_t, gid_t, std::string, std::string>> find_user(const std::string& u) {
+  std::vector<char> buf(16384);
+  struct passwd pw {};
+  struct passwd* found = nullptr;
+  int rc = all_digits(u) ? ::getpwuid_r(static_cast<uid_t>(std::stoul(u)), &pw, buf.data(),
+                                        buf.size(), &found)
+                         : ::getpwnam_r(u.c_str(), &pw, buf.data(), buf.size(), &found);
+  if (rc != 0 || found == nullptr) return std::nullopt;
+  return std::make_tuple(pw.pw_uid, pw.pw_gid, std::string(pw.pw_name), std::string(pw.pw_dir));
+}
+
+/// getgrnam_r for a name; a number is taken as it is.
+std::optional<gid_t> find_group(const std::string& g) {
+  if (all_digits(g)) return static_cast<gid_t>(std::stoul(g));
+  std::vector<char> buf(16384);
+  struct group gr {};
+  struct group* found = nullptr;
+  if (::getgrnam_r(g.c_str(), &gr, buf.data(), buf.size(), &found) != 0 || found == nullptr)
+    return std::nullopt;
+  return gr.gr_gid;
+}
+
+}  // namespace
+
+std::optional<command_identity> resolve_identity(const std::optional<std::string>& user,
+                                                 const std::optional<std::string>& group) {
+  if (!user && !group) return std::nullopt;
+  command_identity id;
+  id.uid = ::geteuid();
+  id.gid = ::getegid();
+  if (user) {
+    if (user->empty() || user->size() > 256)
+      throw std::invalid_argument("user: must be a user name or id");
+    auto found = find_user(*user);
+    if (!found) throw std::invalid_argument("user '" + *user + "': no such user");
+    std::tie(id.uid, id.gid, id.user_name, id.home) = *found;
+  }
+  if (group) {
+    if (group->empty() || group->size() > 256)
+      throw std::invalid_argument("group: must be a group name or id");
+    auto gid = find_group(*group);
+    if (!gid) throw std::invalid_argument("group '" + *group + "': no such group");
+    id.gid = *gid;
+  }
+  if (!id.user_name.empty()) {
+    int count = 64;
+    std::vector<gid_t> groups(static_cast<std::size_t>(count));
+    while (::getgrouplist(id.user_name.c_str(), id.gid, groups.data(), &count) < 0) {
+      if (count > 65536) throw std::invalid_argument("user '" + *user + "': too many groups");
+      groups.resize(static_cast<std::size_t>(count) * 2);
+      count = static_cast<int>(groups.size());
+    }
+    groups.resize(static_cast<std::size_t>(count));
+    id.groups = std::move(groups);
+  } else {
+    id.groups = {id.gid};
+  }
+  if (::geteuid() != 0) {
+    if (id.uid != ::geteuid())
+      throw std::invalid_argument("user '" + user.value_or("") +
+                                  "': switching user needs the daemon to run as root (it runs as "
+                                  "uid " +
+                                  std::to_string(::geteuid()) + ")");
+    if (id.gid != ::getegid())
+      throw std::invalid_argument("group '" + group.value_or(std::to_string(id.gid)) +
+                                  "': switching group needs the daemon to run as root (it runs "
+                                  "as gid " +
+                                  std::to_string(::getegid()) + ")");
+    return std::nullopt;  // already this identity: nothing to switch
+  }
+  return id;
+}
 
 job_function make_command_job(command_options opts) {
   if (opts.argv.empty() || opts.argv[0].empty())
@@ -387,6 +516,9 @@ job_function make_command_job(command_options opts) {
   for (const auto& a : opts.argv)
     if (a.find('\0') != std::string::npos)
       throw std::invalid_argument("command job: argument contains a NUL character");
+  (void)resolve_identity(opts.user, opts.group);  // fail here, not at the first fire
+  if (!opts.working_directory.empty() && opts.working_directory.find('\0') != std::string::npos)
+    throw std::invalid_argument("command job: working_directory contains a NUL character");
   auto shared = std::make_shared<const command_options>(std::move(opts));
   return [shared](const job_context& ctx) { run_command(*shared, ctx); };
 }

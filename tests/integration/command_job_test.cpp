@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <future>
+#include <map>
 #include <mutex>
 #include <sstream>
 #include <thread>
@@ -78,6 +79,16 @@ pid_t read_pid(const std::string& path) {
   return 0;
 }
 
+/// Command options with the fields the tests vary.
+command_options cmd(std::vector<std::string> argv, std::map<std::string, std::string> env,
+                    std::chrono::milliseconds kill_grace) {
+  command_options o;
+  o.argv = std::move(argv);
+  o.env = std::move(env);
+  o.kill_grace = kill_grace;
+  return o;
+}
+
 class command_job : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -101,7 +112,7 @@ class command_job : public ::testing::Test {
   }
 
   static job_function shell(const std::string& script, std::chrono::milliseconds kill_grace = 2s) {
-    return make_command_job(command_options{{"/bin/sh", "-c", script}, {}, kill_grace});
+    return make_command_job(cmd({"/bin/sh", "-c", script}, {}, kill_grace));
   }
 
   std::shared_ptr<capture_sink> sink_;
@@ -110,7 +121,7 @@ class command_job : public ::testing::Test {
 
 TEST_F(command_job, passes_the_baton_variables_the_extra_env_and_the_daemon_env) {
   ::setenv("BATON_TEST_INHERITED", "from the daemon", 1);
-  auto job = make_command_job(command_options{{"env"}, {{"EXTRA_VAR", "hello world"}}, 2s});
+  auto job = make_command_job(cmd({"env"}, {{"EXTRA_VAR", "hello world"}}, 2s));
   auto ctx = context("env-test");
   job(ctx);
   for (std::string expected :
@@ -125,7 +136,7 @@ TEST_F(command_job, passes_the_baton_variables_the_extra_env_and_the_daemon_env)
 }
 
 TEST_F(command_job, baton_variables_cannot_be_overridden_by_the_extra_env) {
-  auto job = make_command_job(command_options{{"env"}, {{"BATON_FENCING_TOKEN", "1"}}, 2s});
+  auto job = make_command_job(cmd({"env"}, {{"BATON_FENCING_TOKEN", "1"}}, 2s));
   job(context("override"));
   EXPECT_TRUE(sink_->has_line("[override] stdout: BATON_FENCING_TOKEN=42")) << sink_->dump();
   EXPECT_FALSE(sink_->has_line("[override] stdout: BATON_FENCING_TOKEN=1"));
@@ -135,7 +146,7 @@ TEST_F(command_job, passes_argv_verbatim_without_a_shell) {
   const std::vector<std::string> args{"a b", "it's", "\"quoted\"", "$HOME", "*", "`id`", ""};
   std::vector<std::string> argv{"printf", "<%s>\\n"};
   argv.insert(argv.end(), args.begin(), args.end());
-  auto job = make_command_job(command_options{argv, {}, 2s});
+  auto job = make_command_job(cmd(argv, {}, 2s));
   job(context("argv"));
   for (const auto& a : args)
     EXPECT_TRUE(sink_->contains("[argv] stdout: <" + a + ">")) << a << "\n" << sink_->dump();
@@ -163,7 +174,7 @@ TEST_F(command_job, a_non_zero_exit_is_a_failed_run) {
 }
 
 TEST_F(command_job, a_nonexistent_program_is_a_failed_run_with_a_clear_message) {
-  auto by_path = make_command_job(command_options{{"/nonexistent/baton-prog", "x"}, {}, 2s});
+  auto by_path = make_command_job(cmd({"/nonexistent/baton-prog", "x"}, {}, 2s));
   try {
     by_path(context("missing"));
     FAIL() << "no exception";
@@ -172,7 +183,7 @@ TEST_F(command_job, a_nonexistent_program_is_a_failed_run_with_a_clear_message) 
               std::string::npos)
         << e.what();
   }
-  auto by_name = make_command_job(command_options{{"baton-no-such-program"}, {}, 2s});
+  auto by_name = make_command_job(cmd({"baton-no-such-program"}, {}, 2s));
   try {
     by_name(context("missing"));
     FAIL() << "no exception";
@@ -187,17 +198,16 @@ TEST_F(command_job, a_nonexistent_program_is_a_failed_run_with_a_clear_message) 
 TEST_F(command_job, a_file_that_is_not_executable_fails_clearly) {
   auto path = dir_ + "/not-executable";
   std::ofstream(path) << "echo hi\n";
-  auto job = make_command_job(command_options{{path}, {}, 2s});
+  auto job = make_command_job(cmd({path}, {}, 2s));
   EXPECT_THROW(job(context("noexec")), command_error);
   EXPECT_TRUE(sink_->contains("Permission denied")) << sink_->dump();
 }
 
 TEST_F(command_job, bad_options_are_rejected_when_the_job_is_made) {
   EXPECT_THROW(make_command_job(command_options{}), std::invalid_argument);
-  EXPECT_THROW(make_command_job(command_options{{""}, {}, 2s}), std::invalid_argument);
-  EXPECT_THROW(make_command_job(command_options{{"true"}, {}, -1ms}), std::invalid_argument);
-  EXPECT_THROW(make_command_job(command_options{{"true"}, {{"A=B", "c"}}, 2s}),
-               std::invalid_argument);
+  EXPECT_THROW(make_command_job(cmd({""}, {}, 2s)), std::invalid_argument);
+  EXPECT_THROW(make_command_job(cmd({"true"}, {}, -1ms)), std::invalid_argument);
+  EXPECT_THROW(make_command_job(cmd({"true"}, {{"A=B", "c"}}, 2s)), std::invalid_argument);
 }
 
 TEST_F(command_job, timeout_sends_sigterm_then_sigkill_to_a_job_that_ignores_sigterm) {
@@ -249,7 +259,9 @@ TEST_F(command_job, a_stop_request_kills_the_whole_process_group) {
   EXPECT_THROW(run.get(), command_error);
   EXPECT_TRUE(test::wait_until([&] { return !alive(grandchild); }, 5s))
       << "grandchild " << grandchild << " survived";
-  EXPECT_TRUE(sink_->contains("[group] stop requested: sending SIGTERM")) << sink_->dump();
+  EXPECT_TRUE(
+      sink_->contains("[group] stop requested: sending SIGTERM to every process of the run"))
+      << sink_->dump();
 }
 
 TEST_F(command_job, processes_left_in_the_group_die_when_the_command_exits) {

@@ -7,11 +7,36 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <filesystem>
+#include <fstream>
 #include <new>
 #include <stdexcept>
 #include <thread>
 
 namespace baton::test {
+
+std::vector<pid_t> processes_with_env(const std::string& entry) {
+  std::vector<pid_t> found;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("/proc", ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream stat(e.path() / "stat");
+    std::string line;
+    if (!std::getline(stat, line)) continue;
+    const auto paren = line.rfind(')');
+    if (paren == std::string::npos || paren + 2 >= line.size()) continue;
+    if (line[paren + 2] == 'Z' || line[paren + 2] == 'X') continue;
+    std::ifstream env(e.path() / "environ", std::ios::binary);
+    std::string var;
+    while (std::getline(env, var, '\0'))
+      if (var == entry) {
+        found.push_back(static_cast<pid_t>(std::stol(name)));
+        break;
+      }
+  }
+  return found;
+}
 
 long long mono_ns() {
   timespec ts{};

@@ -9,6 +9,10 @@
 
 namespace baton::test {
 
+/// Live processes (not zombies) whose environment holds `entry` ("NAME=value"): a run's whole
+/// process tree, when its command was given a unique variable (descendants inherit it).
+std::vector<pid_t> processes_with_env(const std::string& entry);
+
 /// Monotonic nanoseconds (CLOCK_MONOTONIC: comparable between processes on one host).
 long long mono_ns();
 

@@ -1,8 +1,12 @@
 #pragma once
-/// A job that runs an external command: argv without a shell, its own process group, killed with
-/// the daemon (PR_SET_PDEATHSIG), its output logged line by line tagged with the schedule.
+/// A job that runs an external command: argv without a shell, under a per-run supervisor that
+/// ends the command's whole process tree with the run, its output logged line by line tagged with
+/// the schedule.
+#include <sys/types.h>
+
 #include <chrono>
 #include <map>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -17,9 +21,31 @@ struct command_options {
   std::vector<std::string> argv;
   /// Extra environment variables on top of the daemon's environment (BATON_* always win).
   std::map<std::string, std::string> env;
-  /// Between SIGTERM and SIGKILL to the process group once the job is asked to stop.
+  /// Between SIGTERM and SIGKILL to every process of the run once it must end.
   std::chrono::milliseconds kill_grace{2000};
+  /// The command's working directory; empty: the daemon's.
+  std::string working_directory;
+  /// Run as this user (name or numeric id): its uid, its primary group unless `group` is set, its
+  /// supplementary groups, and HOME, USER and LOGNAME. Needs root unless it is the daemon's own.
+  std::optional<std::string> user;
+  /// Run with this primary group (name or numeric id). Needs root unless it is the daemon's own.
+  std::optional<std::string> group;
 };
+
+/// The identity a command runs as: resolved from command_options::user and ::group.
+struct command_identity {
+  uid_t uid = 0;
+  gid_t gid = 0;
+  std::vector<gid_t> groups;  ///< supplementary groups
+  std::string user_name;      ///< empty when only `group` was given
+  std::string home;           ///< the user's home directory (empty when only `group`)
+};
+
+/// Looks `user` and `group` up in the system's user database. nullopt when both are unset.
+/// Throws std::invalid_argument naming the field: "user 'x': no such user", "group 'y': no such
+/// group", or "user 'x': switching user needs the daemon to run as root (it runs as uid 1000)".
+std::optional<command_identity> resolve_identity(const std::optional<std::string>& user,
+                                                 const std::optional<std::string>& group);
 
 /// A failed command run: not found, could not start, non-zero exit or killed by a signal.
 class command_error : public std::runtime_error {
@@ -29,12 +55,18 @@ class command_error : public std::runtime_error {
 
 /// Makes a job that runs `opts.argv` once per fire. The child gets the daemon's environment,
 /// `opts.env` and BATON_SCHEDULE, BATON_MUTEX, BATON_FENCING_TOKEN, BATON_CONTENDER_ID,
-/// BATON_FIRE_TIME (RFC 3339 UTC); stdin is /dev/null; stdout/stderr lines are logged as
-/// "[<schedule>] stdout: ..." / "[<schedule>] stderr: ...". When ctx.stop fires or ctx.deadline
-/// passes the process group gets SIGTERM, then SIGKILL after kill_grace; processes left in the
-/// group after the command exits are killed. Throws command_error when the run fails (not found,
-/// exec error, non-zero exit, signal). Throws std::invalid_argument here for an empty argv or a
-/// negative kill_grace.
+/// BATON_FIRE_TIME (RFC 3339 UTC); stdin is /dev/null and no other descriptor than 0, 1, 2;
+/// stdout/stderr lines are logged as "[<schedule>] stdout: ..." / "[<schedule>] stderr: ...".
+///
+/// Every run starts under its own supervisor process, a child subreaper: descendants of the
+/// command that called setsid(), double-forked or were started with `nohup ... &` stay below it.
+/// When ctx.stop fires or ctx.deadline passes, every process of the run gets SIGTERM, then
+/// SIGKILL after kill_grace; processes left behind when the command exits get the same. If the
+/// process that runs the job dies (even by SIGKILL), the supervisor sees its control pipe close
+/// and ends the tree the same way, so nothing of the run outlives it by more than kill_grace.
+/// The job returns once every process of the run is gone. Throws command_error when the run
+/// fails (not found, exec error, non-zero exit, signal); the status is the command's own. Throws
+/// std::invalid_argument here for an empty argv, a negative kill_grace or an unknown user/group.
 job_function make_command_job(command_options opts);
 
 }  // namespace baton
