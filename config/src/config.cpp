@@ -11,6 +11,7 @@
 
 #include "baton/backends/factory.hpp"
 #include "baton/config/duration.hpp"
+#include "baton/jobs/command_job.hpp"
 #include "baton/mutex/names.hpp"
 #include "baton/scheduler/cron.hpp"
 #include "baton/scheduler/detail/schedule_plan.hpp"
@@ -254,8 +255,9 @@ void check_lease(reader& r, const std::string& path, const lease_config& own,
 // schedules
 
 const std::initializer_list<std::string_view> schedule_keys{
-    "name",    "every", "cron",    "mode",       "initial_delay", "time_zone",
-    "command", "env",   "timeout", "kill_grace", "misfire",       "lease"};
+    "name",      "every",   "cron", "mode",    "initial_delay",
+    "time_zone", "command", "env",  "timeout", "kill_grace",
+    "misfire",   "lease",   "user", "group",   "working_directory"};
 
 // Variables the command job sets itself.
 const std::initializer_list<std::string_view> reserved_env{"BATON_SCHEDULE", "BATON_MUTEX",
@@ -398,6 +400,28 @@ std::map<std::string, std::string> read_env(reader& r, const json& value, const 
   return env;
 }
 
+// `user` and `group`: looked up in the system's user database, as the command job will.
+void read_identity(reader& r, const json& s, const std::string& path, schedule_config& out) {
+  bool ok = true;
+  for (const char* key : {"user", "group"}) {
+    auto it = s.find(key);
+    if (it == s.end()) continue;
+    auto value = r.string(*it, child(path, key));
+    if (!value) {
+      ok = false;
+      continue;
+    }
+    (std::string_view(key) == "user" ? out.user : out.group) = *value;
+  }
+  if (!ok || (!out.user && !out.group)) return;
+  try {
+    (void)resolve_identity(out.user, out.group);
+  } catch (const std::invalid_argument& e) {
+    const std::string what = e.what();
+    r.error(child(path, what.rfind("group", 0) == 0 ? "group" : "user"), what);
+  }
+}
+
 // Reads one schedule; `lease_ok` tells whether its `lease` object (if any) was well-formed.
 std::optional<schedule_config> read_schedule(reader& r, const json& s, const std::string& path,
                                              const std::filesystem::path& base_dir,
@@ -438,6 +462,20 @@ std::optional<schedule_config> read_schedule(reader& r, const json& s, const std
   }
   if (auto it = s.find("kill_grace"); it != s.end())
     out.kill_grace = r.duration(*it, child(path, "kill_grace"));
+  if (auto it = s.find("time_zone"); it != s.end() && it->is_string())
+    out.time_zone = it->get<std::string>();
+  read_identity(r, s, path, out);
+  if (auto it = s.find("working_directory"); it != s.end()) {
+    const std::string at = child(path, "working_directory");
+    if (auto dir = r.string(*it, at)) {
+      std::error_code ec;
+      if (dir->empty())
+        r.error(at, "must not be empty (omit it to keep the daemon's working directory)");
+      else if (out.working_directory = resolve(base_dir, *dir);
+               !std::filesystem::is_directory(out.working_directory, ec))
+        r.error(at, in_quotes(out.working_directory) + " is not an existing directory");
+    }
+  }
   if (auto it = s.find("misfire"); it != s.end()) {
     if (auto m = r.choice(*it, child(path, "misfire"), {"run_once", "skip"}))
       out.misfire = *m == "skip" ? misfire_policy::skip : misfire_policy::run_once;

@@ -1,6 +1,8 @@
 // From a parsed config to the scheduler's options.
 #include <algorithm>
 
+#include <nlohmann/json.hpp>
+
 #include "baton/config/config.hpp"
 #include "baton/config/duration.hpp"
 #include "baton/jobs/command_job.hpp"
@@ -28,13 +30,46 @@ schedule_options make_schedule_options(const daemon_config& config, const schedu
   command_options command;
   command.argv = s.command;
   command.env = s.env;
+  // A cron schedule's wall clock is the command's too, unless its env says otherwise.
+  if (!s.time_zone.empty()) command.env.emplace("TZ", s.time_zone);
   command.kill_grace = config.kill_grace_for(s, backend_defaults);
+  command.working_directory = s.working_directory;
+  command.user = s.user;
+  command.group = s.group;
   opts.job = make_command_job(std::move(command));
   opts.lease = config.lease_for(s, backend_defaults);
   opts.timeout = s.timeout;
   opts.stop_grace = config.stop_grace_for(s, backend_defaults);
   opts.misfire = s.misfire;
   return opts;
+}
+
+std::string fingerprint(const daemon_config& config, const schedule_config& s,
+                        const contend_options& backend_defaults) {
+  using nlohmann::json;
+  json j;
+  j["name"] = s.name;
+  if (const auto* every = std::get_if<every_trigger>(&s.when)) {
+    j["every"] = {every->period.count(), static_cast<int>(every->mode),
+                  every->initial_delay.count()};
+  } else {
+    const auto& cron = std::get<cron_trigger>(s.when).expression;
+    j["cron"] = {cron.text(), cron.time_zone()};
+  }
+  j["command"] = s.command;
+  j["env"] = s.env;
+  j["working_directory"] = s.working_directory;
+  j["user"] = s.user.value_or("");
+  j["group"] = s.group.value_or("");
+  j["time_zone"] = s.time_zone;
+  j["timeout"] = s.timeout.count();
+  j["misfire"] = static_cast<int>(s.misfire);
+  const auto lease = config.lease_for(s, backend_defaults);
+  j["lease"] = {lease.ttl.count(),           lease.transition.count(),   lease.retry_period.count(),
+                lease.poll_interval.count(), lease.drift_margin.count(), lease.max_backoff.count()};
+  j["stop_grace"] = config.stop_grace_for(s, backend_defaults).count();
+  j["kill_grace"] = config.kill_grace_for(s, backend_defaults).count();
+  return j.dump();
 }
 
 std::string describe(const trigger& when) {

@@ -1,4 +1,5 @@
-// baton run: one scheduler over the configured backend, stopped gracefully on SIGTERM/SIGINT.
+// baton run: one scheduler over the configured backend, stopped gracefully on SIGTERM/SIGINT,
+// its config reloaded on SIGHUP.
 #include <pthread.h>
 #include <signal.h>
 #include <time.h>
@@ -7,6 +8,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <thread>
 
@@ -23,6 +25,8 @@ namespace baton::daemon {
 
 namespace {
 
+using std::chrono::milliseconds;
+
 spdlog::logger& log() {
   static auto logger = spdlog::get("baton");
   return *logger;
@@ -34,21 +38,155 @@ const char* signal_name(int sig) {
       return "SIGTERM";
     case SIGINT:
       return "SIGINT";
+    case SIGHUP:
+      return "SIGHUP";
     default:
       return "a signal";
   }
+}
+
+/// What the daemon keeps of one running schedule.
+struct running_schedule {
+  std::string fingerprint;  // config::fingerprint: equal on reload = unchanged
+  milliseconds kill_grace{0};
+};
+
+/// Builds the options of every schedule of `config` and checks them the way the scheduler will
+/// (on a dry scheduler over the memory backend, with the real backend's lease defaults). Every
+/// problem goes to `errors` as "FILE: /json/path: message".
+void check_schedules(const config::daemon_config& config, const contend_options& defaults,
+                     std::vector<std::string>& errors) {
+  runtime rt(runtime::options{1, 1});
+  auto memory = make_backend(backend_config{"memory", {}}, rt);
+  std::unique_ptr<scheduler> dry;
+  try {
+    dry =
+        std::make_unique<scheduler>(*memory, rt, config::make_scheduler_options(config, defaults));
+  } catch (const std::invalid_argument& e) {
+    errors.push_back(config.source + ": /lease: " + e.what());
+    return;
+  }
+  for (const auto& s : config.schedules) {
+    try {
+      dry->add(config::make_schedule_options(config, s, defaults));
+    } catch (const std::invalid_argument& e) {
+      errors.push_back(config.source + ": " + s.path + ": " + e.what());
+    }
+  }
+}
+
+/// Adds `s` to the scheduler and logs how it runs.
+void start_schedule(scheduler& sched, const config::daemon_config& config,
+                    const config::schedule_config& s, const contend_options& defaults,
+                    std::map<std::string, running_schedule>& running) {
+  sched.add(config::make_schedule_options(config, s, defaults));
+  running[s.name] = {config::fingerprint(config, s, defaults), config.kill_grace_for(s, defaults)};
+  if (find_program(s.command.front()).empty())
+    log().warn("schedule '{}': program '{}' not found (or not executable); its runs will fail",
+               s.name, s.command.front());
+  const auto lease = config.lease_for(s, defaults);
+  log().info("schedule '{}': {}, lease ttl {} transition {} poll {}, stop_grace {}, kill_grace {}",
+             s.name, config::describe(s.when), config::format_duration(lease.ttl),
+             config::format_duration(lease.transition),
+             config::format_duration(lease.poll_interval),
+             config::format_duration(config.stop_grace_for(s, defaults)),
+             config::format_duration(config.kill_grace_for(s, defaults)));
+}
+
+/// How long stopping may wait for jobs: the longest kill_grace, plus time to reap.
+milliseconds stop_wait(const std::map<std::string, running_schedule>& running) {
+  milliseconds grace{0};
+  for (const auto& [name, r] : running) grace = std::max(grace, r.kill_grace);
+  return grace + std::chrono::seconds{1};
+}
+
+/// SIGHUP: reads the config again and applies what changed. Schedules whose fingerprint did not
+/// change keep their lease and cadence; removed ones stop their job and release their mutex;
+/// changed ones are removed and added again (the cadence carries on from the recorded last
+/// fire); added ones start contending. A config with errors, or with another backend, is
+/// refused as a whole and the running one stays.
+void reload(const command_line& cl, config::daemon_config& current, scheduler& sched,
+            const contend_options& defaults, std::map<std::string, running_schedule>& running) {
+  log().info("received SIGHUP: reloading {}", cl.config);
+  std::vector<std::string> errors;
+  std::optional<config::daemon_config> next;
+  try {
+    next = config::load_config(cl.config);
+  } catch (const config::config_error& e) {
+    errors = e.errors();
+  }
+  if (next && (next->backend.type != current.backend.type ||
+               next->backend.params != current.backend.params)) {
+    log().error(
+        "reload rejected: {}: /backend changed ({} -> {}); switching backends needs a restart "
+        "of the daemon; the running config stays",
+        cl.config, describe_backend(current.backend), describe_backend(next->backend));
+    return;
+  }
+  if (next) check_schedules(*next, defaults, errors);
+  if (!errors.empty()) {
+    for (const auto& e : errors) log().error("reload rejected: {}", e);
+    log().error("reload rejected: {} error{} in {}; the running config stays", errors.size(),
+                errors.size() == 1 ? "" : "s", cl.config);
+    return;
+  }
+
+  std::map<std::string, const config::schedule_config*> wanted;
+  for (const auto& s : next->schedules) wanted[s.name] = &s;
+  std::size_t added = 0, removed = 0, changed = 0, unchanged = 0;
+  // Removed and changed schedules end first (their jobs stop, their mutexes are released).
+  for (auto it = running.begin(); it != running.end();) {
+    const auto& [name, r] = *it;
+    auto w = wanted.find(name);
+    const bool keep =
+        w != wanted.end() && config::fingerprint(*next, *w->second, defaults) == r.fingerprint;
+    if (keep) {
+      ++unchanged;
+      ++it;
+      continue;
+    }
+    sched.remove(name, r.kill_grace + std::chrono::seconds{1});
+    if (w == wanted.end()) {
+      ++removed;
+      log().info("reload: schedule '{}' removed: its job was stopped and its mutex released", name);
+    }
+    it = running.erase(it);
+  }
+  sched.reserve_job_threads(
+      static_cast<unsigned>(std::min<std::size_t>(next->schedules.size(), 256)));
+  for (const auto& s : next->schedules) {
+    if (running.count(s.name) != 0) continue;
+    const bool existed = std::any_of(current.schedules.begin(), current.schedules.end(),
+                                     [&](const auto& c) { return c.name == s.name; });
+    start_schedule(sched, *next, s, defaults, running);
+    if (existed) {
+      ++changed;
+      log().info("reload: schedule '{}' changed: restarted with the new definition ({})", s.name,
+                 config::describe(s.when));
+    } else {
+      ++added;
+      log().info("reload: schedule '{}' added ({})", s.name, config::describe(s.when));
+    }
+  }
+  if (next->log_level != current.log_level && !cl.log_level) configure_logging(next->log_level);
+  log().info("reload of {} applied: {} added, {} removed, {} changed, {} unchanged", cl.config,
+             added, removed, changed, unchanged);
+  current = std::move(*next);
 }
 
 }  // namespace
 
 int run(const command_line& cl) {
   // Taken by the main thread with sigwait: block them before any thread exists, so every
-  // thread inherits the mask (command jobs reset signal mask and handlers in the child).
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGTERM);
-  sigaddset(&stop_signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  // thread inherits the mask (the job supervisor resets mask and handlers in its child).
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  sigset_t stop_signals = signals;
+  sigdelset(&stop_signals, SIGHUP);
   ::signal(SIGPIPE, SIG_IGN);
 
   auto config = load_or_report(cl);
@@ -70,43 +208,32 @@ int run(const command_line& cl) {
   }
   const contend_options defaults = backend->default_options();
 
-  std::unique_ptr<scheduler> sched;
-  try {
-    sched = std::make_unique<scheduler>(*backend, rt,
-                                        config::make_scheduler_options(*config, defaults));
-  } catch (const std::invalid_argument& e) {
-    std::cerr << config->source << ": /lease: " << e.what() << "\n";
+  std::vector<std::string> errors;
+  check_schedules(*config, defaults, errors);
+  if (!errors.empty()) {
+    for (const auto& e : errors) std::cerr << e << "\n";
     return exit_usage;
   }
-  std::chrono::milliseconds grace{0};
-  for (const auto& s : config->schedules) {
-    try {
-      sched->add(config::make_schedule_options(*config, s, defaults));
-    } catch (const std::invalid_argument& e) {
-      std::cerr << config->source << ": " << s.path << ": " << e.what() << "\n";
-      return exit_usage;
-    }
-    grace = std::max(grace, config->kill_grace_for(s, defaults));
-    if (find_program(s.command.front()).empty())
-      log().warn("schedule '{}': program '{}' not found (or not executable); its runs will fail",
-                 s.name, s.command.front());
-    const auto lease = config->lease_for(s, defaults);
-    log().info(
-        "schedule '{}': {}, lease ttl {} transition {} poll {}, stop_grace {}, kill_grace {}",
-        s.name, config::describe(s.when), config::format_duration(lease.ttl),
-        config::format_duration(lease.transition), config::format_duration(lease.poll_interval),
-        config::format_duration(config->stop_grace_for(s, defaults)),
-        config::format_duration(config->kill_grace_for(s, defaults)));
-  }
-  // Jobs get SIGTERM, then SIGKILL after kill_grace: wait that long plus time to reap them.
-  grace += std::chrono::seconds{1};
+  auto sched =
+      std::make_unique<scheduler>(*backend, rt, config::make_scheduler_options(*config, defaults));
+  std::map<std::string, running_schedule> running;
+  for (const auto& s : config->schedules) start_schedule(*sched, *config, s, defaults, running);
 
   sched->start();
-  log().info("running as contender {}", sched->contender_id());
+  log().info("running as contender {} (jobs run under a per-run supervisor, a child subreaper)",
+             sched->contender_id());
 
   int sig = 0;
-  while (sigwait(&stop_signals, &sig) != 0) {
+  while (true) {
+    if (sigwait(&signals, &sig) != 0) continue;
+    if (sig != SIGHUP) break;
+    try {
+      reload(cl, *config, *sched, defaults, running);
+    } catch (const std::exception& e) {
+      log().error("reload failed: {}", e.what());
+    }
   }
+  const milliseconds grace = stop_wait(running);
   log().info(
       "received {}: stopping; waiting up to {} for running jobs, then releasing every "
       "mutex (send it again to exit at once)",
@@ -122,8 +249,9 @@ int run(const command_line& cl) {
     const int again = sigtimedwait(&stop_signals, nullptr, &tick);
     if (again > 0) {
       log().warn(
-          "received {} while stopping: exiting at once without releasing (jobs die "
-          "with the daemon; other nodes take over when the lease expires)",
+          "received {} while stopping: exiting at once without releasing (the jobs' "
+          "supervisors end them within kill_grace; other nodes take over when the lease "
+          "expires)",
           signal_name(again));
       log().flush();
       std::_Exit(128 + again);

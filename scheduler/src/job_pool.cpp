@@ -77,6 +77,11 @@ void job_pool::join() noexcept {
     if (t.joinable()) t.join();
 }
 
+void job_pool::reserve(unsigned n) {
+  std::lock_guard lock(mutex_);
+  max_threads_ = std::max(max_threads_, n);
+}
+
 std::size_t job_pool::threads() const {
   std::lock_guard lock(mutex_);
   return running_;

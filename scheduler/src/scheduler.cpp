@@ -478,12 +478,15 @@ scheduler::~scheduler() {
 }
 
 void scheduler::add(schedule_options s) {
-  if (started_) throw std::logic_error("scheduler: add() after start()");
+  if (stopped_) throw std::logic_error("scheduler: add() after stop()");
   const std::string where = "schedule '" + s.name + "'";
   if (auto why = mutex_name_error(s.name); !why.empty())
     throw std::invalid_argument(where + ": invalid name: " + why);
-  for (const auto& r : runners_)
-    if (r->name() == s.name) throw std::invalid_argument(where + ": duplicate name");
+  {
+    std::lock_guard lock(runners_mutex_);
+    for (const auto& r : runners_)
+      if (r->name() == s.name) throw std::invalid_argument(where + ": duplicate name");
+  }
   if (!s.job) throw std::invalid_argument(where + ": no job");
   if (const auto* every = std::get_if<every_trigger>(&s.when)) {
     if (every->period <= std::chrono::milliseconds::zero())
@@ -518,12 +521,35 @@ void scheduler::add(schedule_options s) {
   } catch (const std::invalid_argument& e) {
     throw std::invalid_argument(where + ": " + e.what());
   }
+  if (started_) runner->service()->start();
+  std::lock_guard lock(runners_mutex_);
   runners_.push_back(std::move(runner));
 }
+
+bool scheduler::remove(const std::string& name, std::chrono::milliseconds grace) noexcept {
+  std::shared_ptr<detail::schedule_runner> runner;
+  {
+    std::lock_guard lock(runners_mutex_);
+    auto it = std::find_if(runners_.begin(), runners_.end(),
+                           [&](const auto& r) { return r->name() == name; });
+    if (it == runners_.end()) return false;
+    runner = *it;
+    runners_.erase(it);
+  }
+  try {
+    if (started_ && !stopped_) retire({runner}, grace);
+  } catch (const std::exception& e) {
+    detail::log().error("scheduler: removing schedule '{}' failed: {}", name, e.what());
+  }
+  return true;
+}
+
+void scheduler::reserve_job_threads(unsigned n) { pool_->jobs->reserve(n); }
 
 void scheduler::start() {
   if (started_) throw std::logic_error("scheduler: start() called twice");
   started_ = true;
+  std::lock_guard lock(runners_mutex_);
   for (const auto& r : runners_) r->service()->start();
 }
 
@@ -532,55 +558,12 @@ void scheduler::stop(std::chrono::milliseconds grace) noexcept {
     if (stopped_) return;
     stopped_ = true;
     if (!started_) return;
-    const bool can_wait = !runtime_.on_io_thread();
-    if (!can_wait)
-      detail::log().error("scheduler: stop() called on an io thread; not waiting for jobs");
-
-    // 1. Stop firing and ask the running jobs to stop.
-    auto sync = std::make_shared<std::pair<std::mutex, std::condition_variable>>();
-    auto pending = std::make_shared<std::size_t>(runners_.size());
-    for (const auto& r : runners_)
-      r->shutdown([sync, pending] {
-        std::lock_guard lock(sync->first);
-        --*pending;
-        sync->second.notify_all();
-      });
-    if (can_wait) {
-      std::unique_lock lock(sync->first);
-      sync->second.wait_for(lock, std::chrono::seconds{1}, [&] { return *pending == 0; });
+    std::vector<std::shared_ptr<detail::schedule_runner>> all;
+    {
+      std::lock_guard lock(runners_mutex_);
+      all = runners_;
     }
-
-    // 2. Wait up to `grace` for them to end.
-    const auto deadline = std::chrono::steady_clock::now() + grace;
-    while (can_wait) {
-      bool any =
-          std::any_of(runners_.begin(), runners_.end(), [](const auto& r) { return r->running(); });
-      if (!any) break;
-      if (std::chrono::steady_clock::now() >= deadline) {
-        for (const auto& r : runners_)
-          if (r->running())
-            detail::log().error(
-                "scheduler: schedule '{}': its job is still running after the stop grace; "
-                "releasing the mutex anyway",
-                r->name());
-        break;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds{5});
-    }
-
-    // 3. Release every mutex, all at once, and wait for the backends to confirm.
-    auto released = std::make_shared<std::size_t>(runners_.size());
-    for (const auto& r : runners_)
-      r->service()->stop([sync, released] {
-        std::lock_guard lock(sync->first);
-        --*released;
-        sync->second.notify_all();
-      });
-    if (can_wait) {
-      std::unique_lock lock(sync->first);
-      if (!sync->second.wait_for(lock, detail::release_wait, [&] { return *released == 0; }))
-        detail::log().warn("scheduler: {} mutex releases not confirmed in time", *released);
-    }
+    retire(all, grace);
   } catch (const std::exception& e) {
     detail::log().error("scheduler: stop failed: {}", e.what());
   } catch (...) {
@@ -588,7 +571,60 @@ void scheduler::stop(std::chrono::milliseconds grace) noexcept {
   }
 }
 
+void scheduler::retire(const std::vector<std::shared_ptr<detail::schedule_runner>>& which,
+                       std::chrono::milliseconds grace) {
+  const bool can_wait = !runtime_.on_io_thread();
+  if (!can_wait)
+    detail::log().error("scheduler: stop() called on an io thread; not waiting for jobs");
+
+  // 1. Stop firing and ask the running jobs to stop.
+  auto sync = std::make_shared<std::pair<std::mutex, std::condition_variable>>();
+  auto pending = std::make_shared<std::size_t>(which.size());
+  for (const auto& r : which)
+    r->shutdown([sync, pending] {
+      std::lock_guard lock(sync->first);
+      --*pending;
+      sync->second.notify_all();
+    });
+  if (can_wait) {
+    std::unique_lock lock(sync->first);
+    sync->second.wait_for(lock, std::chrono::seconds{1}, [&] { return *pending == 0; });
+  }
+
+  // 2. Wait up to `grace` for them to end.
+  const auto deadline = std::chrono::steady_clock::now() + grace;
+  while (can_wait) {
+    bool any = std::any_of(which.begin(), which.end(), [](const auto& r) { return r->running(); });
+    if (!any) break;
+    if (std::chrono::steady_clock::now() >= deadline) {
+      for (const auto& r : which)
+        if (r->running())
+          detail::log().error(
+              "scheduler: schedule '{}': its job is still running after the stop grace; "
+              "releasing the mutex anyway",
+              r->name());
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds{5});
+  }
+
+  // 3. Release the mutexes, all at once, and wait for the backends to confirm.
+  auto released = std::make_shared<std::size_t>(which.size());
+  for (const auto& r : which)
+    r->service()->stop([sync, released] {
+      std::lock_guard lock(sync->first);
+      --*released;
+      sync->second.notify_all();
+    });
+  if (can_wait) {
+    std::unique_lock lock(sync->first);
+    if (!sync->second.wait_for(lock, detail::release_wait, [&] { return *released == 0; }))
+      detail::log().warn("scheduler: {} mutex releases not confirmed in time", *released);
+  }
+}
+
 std::vector<schedule_status> scheduler::status() const {
+  std::lock_guard lock(runners_mutex_);
   std::vector<schedule_status> out;
   out.reserve(runners_.size());
   for (const auto& r : runners_) out.push_back(r->status());

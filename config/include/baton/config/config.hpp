@@ -56,7 +56,14 @@ struct schedule_config {
   /// Program and arguments. A relative program path with a '/' is resolved against the config
   /// file's directory; a bare name ("date") is looked up in PATH when the job runs.
   std::vector<std::string> command;
-  std::map<std::string, std::string> env;               ///< extra environment of the command
+  std::map<std::string, std::string> env;  ///< extra environment of the command
+  /// The command's working directory (absolute; a relative one in the file resolves against the
+  /// config file's directory); empty: the daemon's.
+  std::string working_directory;
+  std::optional<std::string> user;   ///< run as this user (root only, unless it is the daemon's)
+  std::optional<std::string> group;  ///< run with this primary group (same)
+  /// The cron schedule's `time_zone` as written (empty when not given): the command's TZ.
+  std::string time_zone;
   std::chrono::milliseconds timeout{0};                 ///< 0 = no timeout
   std::optional<std::chrono::milliseconds> kill_grace;  ///< overrides the top-level kill_grace
   misfire_policy misfire = misfire_policy::run_once;
@@ -112,6 +119,11 @@ scheduler_options make_scheduler_options(const daemon_config& config,
 /// The scheduler options of `s`, with a command job (make_command_job) running its command.
 schedule_options make_schedule_options(const daemon_config& config, const schedule_config& s,
                                        const contend_options& backend_defaults);
+
+/// A canonical text of everything that decides how `s` runs (trigger, command, environment,
+/// identity, effective lease and graces): equal texts mean an unchanged schedule on reload.
+std::string fingerprint(const daemon_config& config, const schedule_config& s,
+                        const contend_options& backend_defaults);
 
 /// Describes a trigger for people: "every 5s (fixed_rate)", "cron \"0 3 * * *\" in Europe/Berlin".
 std::string describe(const trigger& when);

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -65,8 +66,9 @@ namespace detail {
 class schedule_runner;
 }  // namespace detail
 
-/// Runs schedules on one backend. Lifecycle: add()... start() ... stop(). The backend and
-/// runtime must outlive it. Thread-safe for status(); add/start/stop from one control thread.
+/// Runs schedules on one backend. Lifecycle: add()... start() ... stop(); schedules can be added
+/// and removed while it runs. The backend and runtime must outlive it. Thread-safe for status();
+/// add/remove/start/stop from one control thread.
 class scheduler {
  public:
   scheduler(mutex_backend& backend, runtime& rt, scheduler_options opts = {});
@@ -76,9 +78,16 @@ class scheduler {
   /// blocks here).
   ~scheduler();
 
-  /// Adds a schedule; before start(). Throws std::invalid_argument naming the schedule and
-  /// field (duplicate or invalid name, no job, non-positive period, bad lease or stop_grace).
+  /// Adds a schedule; after start() it starts contending at once. Throws std::invalid_argument
+  /// naming the schedule and field (duplicate or invalid name, no job, non-positive period, bad
+  /// lease or stop_grace), std::logic_error after stop().
   void add(schedule_options s);
+  /// Removes a schedule: stops firing it, asks its running job to stop, waits up to `grace` for
+  /// the job, then releases its mutex (another node may take it at once). False if there is no
+  /// schedule of that name. Blocking; not on an io thread.
+  bool remove(const std::string& name, std::chrono::milliseconds grace) noexcept;
+  /// Raises the job pool's most threads to at least `n` (for schedules added later).
+  void reserve_job_threads(unsigned n);
   /// Starts contending for every schedule. Throws std::logic_error if called twice.
   void start();
   /// Stops firing, asks running jobs to stop, waits up to `grace` for them, then releases
@@ -96,6 +105,11 @@ class scheduler {
   std::string id_;
   struct pool;
   std::unique_ptr<pool> pool_;
+  /// Stops firing `which`, waits up to `grace` for their jobs, then releases their mutexes.
+  void retire(const std::vector<std::shared_ptr<detail::schedule_runner>>& which,
+              std::chrono::milliseconds grace);
+
+  mutable std::mutex runners_mutex_;  // guards runners_ (status() reads it from any thread)
   std::vector<std::shared_ptr<detail::schedule_runner>> runners_;
   bool started_ = false;
   bool stopped_ = false;

@@ -30,6 +30,8 @@ class job_pool {
   void post(std::function<void()> job);
   /// Runs what is queued, then ends and joins every thread. Idempotent; never throws.
   void join() noexcept;
+  /// Raises the most threads to at least `n` (never lowers it).
+  void reserve(unsigned n);
   /// Threads now (running a job or idle).
   std::size_t threads() const;
 
@@ -37,7 +39,7 @@ class job_pool {
   void work();
   void reap_locked();  // joins threads that ended on their own
 
-  const unsigned max_threads_;
+  unsigned max_threads_;  // guarded by mutex_
   const std::chrono::milliseconds idle_exit_;
   mutable std::mutex mutex_;
   std::condition_variable wake_;
