@@ -30,6 +30,7 @@
 
 #include "baton/backends/factory.hpp"
 #include "baton/scheduler/cron.hpp"
+#include "support/daemon.hpp"
 #include "support/env.hpp"
 
 extern char** environ;
@@ -43,82 +44,17 @@ using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-std::string daemon_path() { return std::string(BATON_BINARY_DIR) + "/examples/baton"; }
+using baton::test::daemon_path;
+using baton::test::json_string;
+using baton::test::process;
+using baton::test::read_file;
+using baton::test::write_file;
 
 long long now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
              std::chrono::system_clock::now().time_since_epoch())
       .count();
 }
-
-std::string read_file(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-void write_file(const fs::path& path, const std::string& text, bool executable = false) {
-  std::ofstream(path, std::ios::binary | std::ios::trunc) << text;
-  if (executable)
-    fs::permissions(path, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
-                              fs::perms::others_read | fs::perms::others_exec);
-}
-
-std::string json_string(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    out += c;
-  }
-  return out + "\"";
-}
-
-// A child process with stdout and stderr going to files.
-class process {
- public:
-  process(const std::vector<std::string>& argv, const fs::path& out, const fs::path& err) {
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_addopen(&actions, 1, out.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-    posix_spawn_file_actions_addopen(&actions, 2, err.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-    std::vector<char*> args;
-    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    const int rc = posix_spawn(&pid_, args[0], &actions, nullptr, args.data(), environ);
-    posix_spawn_file_actions_destroy(&actions);
-    if (rc != 0) throw std::runtime_error("cannot start " + argv[0] + ": " + std::strerror(rc));
-  }
-  process(const process&) = delete;
-  ~process() {
-    if (!status_) {
-      ::kill(pid_, SIGKILL);
-      int st = 0;
-      ::waitpid(pid_, &st, 0);
-    }
-  }
-  pid_t pid() const noexcept { return pid_; }
-  void signal(int sig) const { ::kill(pid_, sig); }
-  /// Exit status (128 + signal when killed), or nullopt if still running after `timeout`.
-  std::optional<int> wait_exit(milliseconds timeout) {
-    baton::test::wait_until(
-        [&] {
-          if (status_) return true;
-          int st = 0;
-          if (::waitpid(pid_, &st, WNOHANG) == pid_)
-            status_ = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-          return status_.has_value();
-        },
-        timeout);
-    return status_;
-  }
-  bool running() { return !wait_exit(0ms); }
-
- private:
-  pid_t pid_ = -1;
-  std::optional<int> status_;
-};
 
 struct result {
   int status = -1;
@@ -283,6 +219,13 @@ std::vector<bad_config> bad_configs() {
       {"kill_grace_beyond_stop_grace",
        base_with(ok_schedule, R"(, "lease": {"stop_grace": "1s"}, "kill_grace": "5s")"),
        "/kill_grace: kill_grace (5s) must not exceed the lease's stop_grace (1s)"},
+      {"unknown_user", base_with(ok_schedule + R"(, "user": "baton-no-such-user")"),
+       "/schedules/0/user: user 'baton-no-such-user': no such user"},
+      {"unknown_group", base_with(ok_schedule + R"(, "group": "baton-no-such-group")"),
+       "/schedules/0/group: group 'baton-no-such-group': no such group"},
+      {"missing_working_directory",
+       base_with(ok_schedule + R"(, "working_directory": "/nonexistent-baton-dir")"),
+       "/schedules/0/working_directory: \"/nonexistent-baton-dir\" is not an existing directory"},
   };
 }
 
@@ -345,7 +288,7 @@ TEST(daemon_status, unreachable_backend_fails_with_1_and_a_clear_message) {
 // ---------------------------------------------------------------------------------------------
 // signals
 
-TEST(daemon_signals, second_signal_exits_at_once_and_the_job_dies_with_the_daemon) {
+TEST(daemon_signals, second_signal_exits_at_once_and_the_job_dies_within_kill_grace) {
   const fs::path dir = baton::test::temp_dir("daemon-second-signal");
   // A job that ignores SIGTERM (and so does its sleep): stop() would wait its kill_grace.
   write_file(dir / "stubborn.sh", "#!/bin/sh\ntrap '' TERM\necho \"pid $$\" >> \"$1\"\nsleep 30\n",
@@ -372,7 +315,7 @@ TEST(daemon_signals, second_signal_exits_at_once_and_the_job_dies_with_the_daemo
   ASSERT_TRUE(status) << read_file(dir / "err");
   EXPECT_EQ(*status, 128 + SIGINT);
   EXPECT_LT(std::chrono::steady_clock::now() - second, 2s);
-  // PR_SET_PDEATHSIG: the job is killed with the daemon (gone or a zombie awaiting reaping).
+  // The job's supervisor sees the daemon gone: SIGTERM (ignored here), SIGKILL after kill_grace.
   auto dead = [&] {
     std::ifstream stat("/proc/" + std::to_string(job) + "/stat");
     std::string line;
@@ -380,7 +323,9 @@ TEST(daemon_signals, second_signal_exits_at_once_and_the_job_dies_with_the_daemo
     auto close = line.rfind(')');
     return close != std::string::npos && line.size() > close + 2 && line[close + 2] == 'Z';
   };
-  EXPECT_TRUE(baton::test::wait_until(dead, 3s)) << "job pid " << job << " survived the daemon";
+  EXPECT_TRUE(baton::test::wait_until(dead, 4s + 1s + 500ms))
+      << "job pid " << job << " outlived the daemon by more than kill_grace + 1 s";
+  EXPECT_GE(std::chrono::steady_clock::now() - second, 3500ms) << "killed before kill_grace";
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -484,7 +429,9 @@ class cluster {
   static constexpr milliseconds poll{100};
   static constexpr milliseconds period{500};
 
-  cluster(const std::string& type, const std::string& job_seconds) : type_(type) {
+  /// `under_sh`: the command is a `sh -c` wrapper around job.sh (job.sh is a grandchild).
+  cluster(const std::string& type, const std::string& job_seconds, bool under_sh = false)
+      : type_(type) {
     static std::atomic<int> counter{0};
     dir_ = baton::test::temp_dir("daemon-cluster-" + type);
     schedule_ =
@@ -514,8 +461,11 @@ class cluster {
                      "\"retry_period\": \"200ms\", \"poll_interval\": \"100ms\"},\n"
                      " \"log_level\": \"debug\",\n"
                      " \"schedules\": [{\"name\": " +
-                     json_string(schedule_) +
-                     ", \"every\": \"500ms\", \"command\": [\"./job.sh\", " +
+                     json_string(schedule_) + ", \"every\": \"500ms\", \"command\": [" +
+                     (under_sh ? "\"/bin/sh\", \"-c\", \"\\\"$0\\\" \\\"$1\\\" \\\"$2\\\" "
+                                 "\\\"$3\\\"; true\", " +
+                                     json_string((dir_ / "job.sh").string()) + ", "
+                               : std::string("\"./job.sh\", ")) +
                      json_string(log().string()) + ", " + json_string(node) + ", " +
                      json_string(job_seconds) + "]}]}\n");
     }
@@ -775,6 +725,52 @@ TEST_P(daemon_cluster, leader_that_loses_its_backend_stops_its_job_before_anothe
     EXPECT_EQ(c.node("n" + std::to_string(n)).wait_exit(15s), std::optional<int>(0));
   expect_one_at_a_time(intervals_of(c.events(), {}));
 }
+
+// The most common job form, a shell wrapper, and `kill -9` of the leader mid-run: the job (a
+// grandchild of the daemon) must end before another node starts the schedule.
+class daemon_cluster_sh : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(daemon_cluster_sh,
+       sigkill_of_the_leader_mid_run_ends_the_sh_c_grandchild_before_anyone_starts) {
+  cluster c(GetParam(), "6", /*under_sh=*/true);
+  c.start_all();
+  auto started = [&](long long after, const std::string& not_node) -> std::optional<job_event> {
+    for (const auto& e : c.events())
+      if (e.kind == "start" && e.start_ns > after && e.node != not_node) return e;
+    return std::nullopt;
+  };
+  ASSERT_TRUE(baton::test::wait_until([&] { return started(0, "").has_value(); }, 30s))
+      << c.diagnostics();
+  const job_event running = *started(0, "");
+  const long long kill_ns = now_ns();
+  c.node(running.node).signal(SIGKILL);
+  ASSERT_TRUE(c.node(running.node).wait_exit(5s));
+  ASSERT_TRUE(
+      baton::test::wait_until([&] { return started(kill_ns, running.node).has_value(); }, 30s))
+      << c.diagnostics();
+  const job_event next = *started(kill_ns, running.node);
+  for (int n = 1; n <= 3; ++n)
+    if (const std::string node = "n" + std::to_string(n); node != running.node) {
+      c.node(node).signal(SIGTERM);
+      EXPECT_EQ(c.node(node).wait_exit(15s), std::optional<int>(0));
+    }
+  const auto events = c.events();
+  std::optional<job_event> ended;
+  for (const auto& e : events)
+    if (e.node == running.node && e.fence == running.fence && e.kind != "start") ended = e;
+  ASSERT_TRUE(ended) << "the killed leader's run never ended\n" << c.diagnostics();
+  EXPECT_EQ(ended->kind, "terminated") << "the orphaned run went on to its end";
+  EXPECT_LT(ended->end_ns, next.start_ns) << c.diagnostics();
+  std::cout << "[ sh -c kill -9 ] " << GetParam() << ": grandchild ended "
+            << ms(ended->end_ns - kill_ns) << " ms after the kill; next run started "
+            << ms(next.start_ns - kill_ns) << " ms after the kill\n";
+  // Real ends only (no "died with its daemon" assumption): one run at a time.
+  expect_one_at_a_time(intervals_of(events, {}));
+}
+
+INSTANTIATE_TEST_SUITE_P(sqlite_and_redis, daemon_cluster_sh,
+                         ::testing::Values(std::string("sqlite"), std::string("redis")),
+                         [](const auto& info) { return info.param; });
 
 INSTANTIATE_TEST_SUITE_P(backends, daemon_cluster, ::testing::ValuesIn(cluster_backends()),
                          [](const auto& info) { return info.param; });

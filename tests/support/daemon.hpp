@@ -1,0 +1,47 @@
+#pragma once
+// Helpers for tests that run the `baton` executable: files, JSON strings and a child process
+// whose stdout and stderr go to files.
+#include <sys/types.h>
+
+#include <chrono>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace baton::test {
+
+/// build/examples/baton.
+std::string daemon_path();
+
+/// The whole file, or "" if it cannot be read.
+std::string read_file(const std::filesystem::path& path);
+
+/// Replaces the file with `text` (mode 0755 when `executable`).
+void write_file(const std::filesystem::path& path, const std::string& text,
+                bool executable = false);
+
+/// `s` as a JSON string literal.
+std::string json_string(const std::string& s);
+
+/// A child process with stdin /dev/null and stdout/stderr appended to files. The destructor
+/// kills (SIGKILL) and reaps it if it still runs.
+class process {
+ public:
+  process(const std::vector<std::string>& argv, const std::filesystem::path& out,
+          const std::filesystem::path& err);
+  process(const process&) = delete;
+  process& operator=(const process&) = delete;
+  ~process();
+  pid_t pid() const noexcept { return pid_; }
+  void signal(int sig) const;
+  /// Exit status (128 + signal when killed), or nullopt if still running after `timeout`.
+  std::optional<int> wait_exit(std::chrono::milliseconds timeout);
+  bool running() { return !wait_exit(std::chrono::milliseconds{0}); }
+
+ private:
+  pid_t pid_ = -1;
+  std::optional<int> status_;
+};
+
+}  // namespace baton::test
