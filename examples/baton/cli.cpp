@@ -19,7 +19,8 @@ std::string usage() {
 
 Usage:
   baton run      --config FILE   contend for every schedule and fire the ones this node leads;
-                                 SIGTERM/SIGINT: stop firing, stop jobs, release, exit 0
+                                 SIGTERM/SIGINT: stop firing, stop jobs, release, exit 0;
+                                 SIGHUP: reload the config (unchanged schedules keep leases)
   baton validate --config FILE   check the config; print each schedule and its next fire times
   baton status   --config FILE   who owns each schedule, fence, lease times, last fire
   baton calendar EXPR [--time-zone TZ] [--from TIME] [--count N]
@@ -33,8 +34,8 @@ Options:
 
 Exit status: 0 normal, 1 runtime failure, 2 bad arguments or config (the message names the
 file and JSON path). During `run`, a second SIGTERM/SIGINT exits at once with 128 + signal,
-without waiting for jobs or releasing (jobs die with the daemon; other nodes take over when
-the lease expires).
+without waiting for jobs or releasing (each job's supervisor ends its whole process tree
+within kill_grace; other nodes take over when the lease expires).
 )";
 }
 
