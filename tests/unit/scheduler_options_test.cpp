@@ -1,6 +1,9 @@
 // scheduler::add() validation and the lifecycle rules, on the in-process memory backend.
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <thread>
+
 #include "baton/mutex/backend.hpp"
 #include "baton/mutex/memory_store.hpp"
 #include "baton/scheduler/scheduler.hpp"
@@ -97,13 +100,40 @@ TEST_F(scheduler_options_test, rejects_an_inconsistent_lease) {
   EXPECT_NE(add_error(s).find("schedule 'job-1': lease: "), std::string::npos) << add_error(s);
 }
 
-TEST_F(scheduler_options_test, add_after_start_and_start_twice_are_logic_errors) {
+TEST_F(scheduler_options_test, add_after_stop_and_start_twice_are_logic_errors) {
   sched_.add(valid());
   sched_.start();
-  EXPECT_THROW(sched_.add(valid("late")), std::logic_error);
   EXPECT_THROW(sched_.start(), std::logic_error);
   sched_.stop(1s);
   sched_.stop(1s);  // idempotent
+  EXPECT_THROW(sched_.add(valid("late")), std::logic_error);
+}
+
+TEST_F(scheduler_options_test, a_schedule_added_while_running_contends_and_a_removed_one_releases) {
+  sched_.add(valid());
+  sched_.start();
+  sched_.add(valid("late"));
+  auto leads = [&](const std::string& name) {
+    for (const auto& s : sched_.status())
+      if (s.name == name) return s.leader;
+    return false;
+  };
+  auto wait_for = [&](auto condition) {
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    while (!condition() && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(5ms);
+    return condition();
+  };
+  EXPECT_TRUE(wait_for([&] { return leads("late"); }));
+  EXPECT_THROW(sched_.add(valid("late")), std::invalid_argument);  // still a duplicate
+  EXPECT_TRUE(sched_.remove("late", 1s));
+  EXPECT_FALSE(sched_.remove("late", 1s));
+  ASSERT_EQ(sched_.status().size(), 1u);
+  EXPECT_EQ(sched_.status()[0].name, "job-1");
+  // Released: the backend shows no owner (another contender may take it at once).
+  EXPECT_TRUE(backend_.read_owner("late").empty());
+  EXPECT_TRUE(backend_.read_owner("job-1").is("node-1"));
+  sched_.stop(1s);
 }
 
 TEST(scheduler_lifecycle, stop_without_start_and_destruction_are_quiet) {
