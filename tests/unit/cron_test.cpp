@@ -515,3 +515,40 @@ TEST(rfc3339, round_trips) {
   const time_point t = time_point{} + std::chrono::milliseconds{1'795'316'400'123};
   EXPECT_EQ(baton::parse_rfc3339(baton::format_rfc3339_utc(t)), t);
 }
+
+// ---------------------------------------------------------------------------------------------
+// ISC cron 4.1 / Debian cron semantics (issue 12): the measurements from the issue's "Why".
+
+TEST(cron_isc, day_rule_follows_the_star_in_the_field_text) {
+  // "*/7" starts with '*', so ISC sets DOW_STAR and ANDs the fields: the first Sunday.
+  EXPECT_EQ(next_n("1 1 1-7 * */7", "2020-01-01T00:00:00Z", 2),
+            (strings{"2020-01-05T01:01:00Z", "2020-02-02T01:01:00Z"}));
+  // Neither "1-31" nor "1" starts with '*': OR, and day 1-31 matches every day.
+  EXPECT_EQ(next_n("0 12 1-31 * 1", "2026-01-01T00:00:00Z", 3),
+            (strings{"2026-01-01T12:00:00Z", "2026-01-02T12:00:00Z", "2026-01-03T12:00:00Z"}));
+}
+
+// Europe/London 2025-03-30: at 01:00Z the clock jumps from 01:00 GMT to 02:00 BST.
+TEST(cron_isc, spring_gap_does_not_catch_up_wildcard_jobs) {
+  EXPECT_EQ(next_n("7 * * * *", "2025-03-30T00:00:00Z", 3, "Europe/London"),
+            (strings{"2025-03-30T00:07:00Z", "2025-03-30T01:07:00Z", "2025-03-30T02:07:00Z"}));
+}
+
+// Pacific/Apia skipped 2011-12-30: 2011-12-29 24:00 -10 became 2011-12-31 00:00 +14 at 10:00Z.
+TEST(cron_isc, a_gap_of_three_hours_or_more_is_not_caught_up) {
+  EXPECT_EQ(next("0 12 * * *", "2011-12-29T22:00:00Z", "Pacific/Apia"), "2011-12-30T22:00:00Z");
+  EXPECT_EQ(next("0 12 30 12 *", "2011-12-29T22:00:00Z", "Pacific/Apia"), "2012-12-29T22:00:00Z");
+}
+
+// Europe/Riga 2021-10-31: at 01:00Z the clock goes back from 04:00 EEST to 03:00 EET.
+TEST(cron_isc, fall_repeat_follows_the_star_in_the_minute_or_hour_text) {
+  const std::string riga = "Europe/Riga";
+  EXPECT_EQ(next_n("0 */3 * * *", "2021-10-30T22:30:00Z", 3, riga),
+            (strings{"2021-10-31T00:00:00Z", "2021-10-31T01:00:00Z", "2021-10-31T04:00:00Z"}));
+  EXPECT_EQ(next_n("* 1-6 * * *", "2021-10-31T00:58:00Z", 3, riga),
+            (strings{"2021-10-31T00:59:00Z", "2021-10-31T01:00:00Z", "2021-10-31T01:01:00Z"}));
+  // A 24-item hour list is fixed-time to ISC: 03:00 runs once.
+  EXPECT_EQ(next_n("0 0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23 * * *",
+                   "2021-10-30T22:30:00Z", 3, riga),
+            (strings{"2021-10-30T23:00:00Z", "2021-10-31T00:00:00Z", "2021-10-31T02:00:00Z"}));
+}
