@@ -246,6 +246,10 @@ void parse_fields(std::string_view expr, detail::cron_spec& spec) {
     const std::string key = lower(body);
     const auto it =
         std::find_if(macros.begin(), macros.end(), [&](const macro& m) { return m.name == key; });
+    if (key == "@reboot") {
+      throw cron_error(
+          "cron macro '@reboot' is not supported: a cluster-wide schedule has no boot to run at");
+    }
     if (it == macros.end()) {
       throw cron_error("unknown cron macro '" + std::string(body) + "' (expected " + macro_list() +
                        ")");

@@ -261,7 +261,10 @@ TEST(cron, unknown_macro_is_rejected) {
   const std::string expected =
       " (expected @yearly, @annually, @monthly, @weekly, @daily, @midnight or @hourly)";
   EXPECT_EQ(parse_error("@fortnightly"), "unknown cron macro '@fortnightly'" + expected);
-  EXPECT_EQ(parse_error("@reboot"), "unknown cron macro '@reboot'" + expected);
+  EXPECT_EQ(parse_error("@reboot"),
+            "cron macro '@reboot' is not supported: a cluster-wide schedule has no boot to run at");
+  EXPECT_EQ(parse_error("@REBOOT"),
+            "cron macro '@reboot' is not supported: a cluster-wide schedule has no boot to run at");
   EXPECT_EQ(parse_error("@daily 0"), "unknown cron macro '@daily 0'" + expected);
 }
 
