@@ -23,9 +23,10 @@ Usage:
                                  SIGHUP: reload the config (unchanged schedules keep leases)
   baton validate --config FILE   check the config; print each schedule and its next fire times
   baton status   --config FILE   who owns each schedule, fence, lease times, last fire
-  baton calendar EXPR [--time-zone TZ] [--from TIME] [--count N]
+  baton calendar [--time-zone TZ] [--from TIME] [--count N] [--] EXPR
                                  the next N (default 10) fire times of a cron expression after
-                                 TIME (RFC 3339, default now), in UTC and in zone TZ
+                                 TIME (RFC 3339, default now), in UTC and in zone TZ, as ISC
+                                 cron (Debian's cron) would run it; warns if it never fires
   baton --help | --version
 
 Options:
@@ -49,10 +50,21 @@ command_line parse_command_line(const std::vector<std::string>& args) {
     if (i + 1 >= args.size()) throw usage_error(option + " needs a value");
     return args[++i];
   };
+  bool options_done = false;
   for (std::size_t i = 0; i < args.size(); ++i) {
     const std::string& arg = args[i];
     const std::string name = arg.substr(0, arg.find('='));
-    if (arg == "--help" || arg == "-h") {
+    // The expression slot of `calendar`: a cron expression may begin with '-' ("-1 * * * *" is
+    // a cron error, not an option); a word with a blank or starting "-<digit>" is taken as one.
+    const bool expression_slot = positional.size() == 1 && positional[0] == "calendar";
+    const bool looks_like_expression =
+        arg.find_first_of(" \t") != std::string::npos ||
+        (arg.size() > 1 && arg[0] == '-' && arg[1] >= '0' && arg[1] <= '9');
+    if (options_done) {
+      positional.push_back(arg);
+    } else if (arg == "--") {
+      options_done = true;  // everything after "--" is positional: baton calendar -- EXPR
+    } else if (arg == "--help" || arg == "-h") {
       cl.help = true;
     } else if (arg == "--version") {
       cl.version = true;
@@ -79,9 +91,10 @@ command_line parse_command_line(const std::vector<std::string>& args) {
       if (ec != std::errc{} || end != text.data() + text.size() || n == 0 || n > 100000)
         throw usage_error("--count: '" + text + "' is not a number from 1 to 100000");
       cl.count = n;
-    } else if (arg.size() > 1 && arg[0] == '-' && positional.size() < 2) {
-      // Negative-looking positionals are never valid here (cron fields do not start with '-').
-      throw usage_error("unknown option '" + arg + "'");
+    } else if (arg.size() > 1 && arg[0] == '-' && !(expression_slot && looks_like_expression)) {
+      throw usage_error(
+          "unknown option '" + arg + "'" +
+          (expression_slot ? " (put -- before an expression that begins with '-')" : ""));
     } else {
       positional.push_back(arg);
     }

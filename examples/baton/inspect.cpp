@@ -153,8 +153,13 @@ int validate(const command_line& cl) {
       for (int i = 0; i < 3; ++i, t += every->period) out << "    " << utc(t) << "\n";
     } else {
       const auto& cron = std::get<cron_trigger>(s.when).expression;
+      if (cron.never_fires()) {
+        std::cerr << config->source << ": " << s.path << "/cron: warning: '" << cron.text()
+                  << "' can never fire (no allowed month has any of its days)\n";
+      }
       const auto times = cron.next_n(now, 3);
-      out << "  next fires:" << (times.empty() ? " none within 8 years" : "") << "\n";
+      out << "  next fires:" << (times.empty() ? " none" : "")
+          << (cron.never_fires() ? " (never: no allowed month has any of its days)" : "") << "\n";
       for (const auto& t : times) {
         out << "    " << utc(t);
         if (cron.time_zone() != "UTC") out << "  " << local(t, cron.time_zone());
@@ -251,15 +256,19 @@ int calendar(const command_line& cl) {
     }
     from = *parsed;
   }
+  if (expr->never_fires()) {
+    std::cerr << "baton calendar: warning: '" << cl.expression
+              << "' can never fire (no allowed month has any of its days)\n";
+  }
   const auto times = expr->next_n(from, cl.count);
   for (const auto& t : times) {
     std::cout << utc(t);
     if (cl.time_zone != "UTC") std::cout << "  " << local(t, cl.time_zone);
     std::cout << "\n";
   }
-  if (times.size() < cl.count)
+  if (times.size() < cl.count && !expr->never_fires())
     std::cerr << "baton calendar: " << (times.empty() ? "no" : "no more")
-              << " fire times within 8 years\n";
+              << " fire times within 400 years\n";
   return exit_ok;
 }
 

@@ -29,10 +29,14 @@ struct cron_spec {
   std::uint64_t days_of_month = 0;
   std::uint64_t months = 0;
   std::uint64_t days_of_week = 0;
-  // "Restricted" = does not match every value of the field's range (see the class comment).
-  bool hour_restricted = false;
-  bool dom_restricted = false;
-  bool dow_restricted = false;
+  // ISC cron's flags, set when the field's text begins with '*' (see the class comment):
+  // DOM_STAR / DOW_STAR pick AND over OR for the day fields; a "wildcard" job (MIN_STAR or
+  // HR_STAR, or a second field starting with '*') is treated differently at clock shifts.
+  bool dom_star = false;
+  bool dow_star = false;
+  bool wildcard = false;
+  // No date ever matches ("0 0 30 2 *").
+  bool never_fires = false;
 };
 
 }  // namespace detail
@@ -50,17 +54,16 @@ enum class field_kind { second, minute, hour, day_of_month, month, day_of_week }
 struct field_def {
   const char* name;
   int lo;
-  int hi;        // largest value accepted (7 for day of week)
-  int step_max;  // number of distinct values
+  int hi;  // largest value accepted (7 for day of week)
 };
 
 constexpr std::array<field_def, 6> field_defs{{
-    {"second", 0, 59, 60},
-    {"minute", 0, 59, 60},
-    {"hour", 0, 23, 24},
-    {"day of month", 1, 31, 31},
-    {"month", 1, 12, 12},
-    {"day of week", 0, 7, 7},
+    {"second", 0, 59},
+    {"minute", 0, 59},
+    {"hour", 0, 23},
+    {"day of month", 1, 31},
+    {"month", 1, 12},
+    {"day of week", 0, 7},
 }};
 
 constexpr std::array<std::string_view, 12> month_names{"jan", "feb", "mar", "apr", "may", "jun",
@@ -209,10 +212,9 @@ class field_parser {
       }
       const std::size_t start = pos;
       const long long v = read_number(item, pos);
-      if (v < 1 || v > def_.step_max) {
-        fail("step " + std::string(item.substr(start, pos - start)) + " out of range 1-" +
-             std::to_string(def_.step_max));
-      }
+      // ISC accepts any positive step; one larger than the range selects only its start.
+      if (v < 1)
+        fail("step " + std::string(item.substr(start, pos - start)) + " must be 1 or more");
       step = static_cast<int>(v);
       if (single) last = def_.hi;  // a/n means a-max/n
     }
@@ -227,12 +229,6 @@ class field_parser {
   int position_;
   std::string_view text_;
 };
-
-std::uint64_t full_mask(int lo, int hi) {
-  std::uint64_t mask = 0;
-  for (int v = lo; v <= hi; ++v) mask |= std::uint64_t{1} << v;
-  return mask;
-}
 
 std::string macro_list() {
   std::string out;
@@ -250,6 +246,10 @@ void parse_fields(std::string_view expr, detail::cron_spec& spec) {
     const std::string key = lower(body);
     const auto it =
         std::find_if(macros.begin(), macros.end(), [&](const macro& m) { return m.name == key; });
+    if (key == "@reboot") {
+      throw cron_error(
+          "cron macro '@reboot' is not supported: a cluster-wide schedule has no boot to run at");
+    }
     if (it == macros.end()) {
       throw cron_error("unknown cron macro '" + std::string(body) + "' (expected " + macro_list() +
                        ")");
@@ -285,9 +285,12 @@ void parse_fields(std::string_view expr, detail::cron_spec& spec) {
   spec.days_of_month = masks[3];
   spec.months = masks[4];
   spec.days_of_week = masks[5];
-  spec.hour_restricted = spec.hours != full_mask(0, 23);
-  spec.dom_restricted = spec.days_of_month != full_mask(1, 31);
-  spec.dow_restricted = spec.days_of_week != full_mask(0, 6);
+  const auto starts_with_star = [&](std::size_t kind) {
+    return kind >= offset && fields[kind - offset].front() == '*';
+  };
+  spec.wildcard = starts_with_star(0) || starts_with_star(1) || starts_with_star(2);
+  spec.dom_star = starts_with_star(3);
+  spec.dow_star = starts_with_star(5);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -308,8 +311,8 @@ bool day_matches(const detail::cron_spec& spec, const date::year_month_day& ymd)
   const bool dom = has_bit(spec.days_of_month, static_cast<int>(unsigned{ymd.day()}));
   const bool dow =
       has_bit(spec.days_of_week, static_cast<int>(date::weekday{date::sys_days{ymd}}.c_encoding()));
-  if (spec.dom_restricted && spec.dow_restricted) return dom || dow;
-  return dom && dow;
+  if (spec.dom_star || spec.dow_star) return dom && dow;
+  return dom || dow;
 }
 
 /// The first matching wall-clock time at or after `from`, searching through local year
@@ -375,14 +378,6 @@ std::optional<date::local_seconds> first_match(const detail::cron_spec& spec,
   }
 }
 
-/// The instant a matching wall-clock time fires at first: itself if unique, its first
-/// occurrence if repeated, the end of the gap if skipped.
-date::sys_seconds first_instant(const date::time_zone& zone, date::local_seconds local) {
-  const date::local_info info = zone.get_info(local);
-  if (info.result == date::local_info::nonexistent) return info.second.begin;
-  return date::sys_seconds{local.time_since_epoch() - info.first.offset};
-}
-
 /// A backward shift of the zone's offset at `at`: wall-clock times in
 /// [at + after_offset, at + before_offset) occur twice.
 struct backward_shift {
@@ -406,7 +401,46 @@ std::vector<backward_shift> backward_shifts_near(const date::time_zone& zone,
 }
 
 constexpr seconds shift_margin{48 * 3600};
-constexpr int horizon_years = 8;
+// The Gregorian calendar repeats every 400 years, so a search over 400 years and a day sees
+// every combination of date and weekday: an expression with no fire in that span never fires.
+constexpr int horizon_years = 401;
+
+// ISC cron's classification of a clock change (cron.c): it compares the wall-clock minute it
+// wakes up in with the one after the last minute it ran jobs for. A forward shift of G minutes
+// gives a difference of G + 1, a backward shift of B minutes one of 1 - B.
+// - forward, G + 1 <= 5 (G < 5 min): "woke up late", every skipped minute is run;
+// - forward, 5 < G + 1 <= 180 (G < 3 h): "DST begins", fixed-time jobs of the skipped minutes
+//   run, wildcard jobs only at the new time;
+// - backward, 1 - B >= -180 (B <= 181 min): "DST ends", only wildcard jobs run until the clock
+//   has caught up, so fixed-time jobs do not run twice;
+// - anything larger: "the clock jumped", cron starts over at the new time: a forward jump skips
+//   everything in between, a backward one runs everything again.
+constexpr seconds small_jump{5 * 60};
+constexpr seconds dst_jump{180 * 60};
+constexpr seconds dst_backward_limit{181 * 60};
+
+/// Whether a wall-clock time skipped by a forward shift of `gap` fires at the end of the gap.
+bool catches_up(const detail::cron_spec& spec, seconds gap) {
+  return gap < small_jump || (gap < dst_jump && !spec.wildcard);
+}
+
+/// Whether a wall-clock time repeated by a backward shift of `repeat` fires again.
+bool repeats(const detail::cron_spec& spec, seconds repeat) {
+  return spec.wildcard || repeat > dst_backward_limit;
+}
+
+/// Whether some allowed month has one of the allowed days (February with 29). With the OR day
+/// rule every month qualifies, since every month has every weekday.
+bool some_day_matches(const detail::cron_spec& spec) {
+  static constexpr int lengths[] = {31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+  if (!spec.dom_star && !spec.dow_star) return spec.months != 0;
+  for (int m = 1; m <= 12; ++m) {
+    if (has_bit(spec.months, m) && next_bit(spec.days_of_month, 1, lengths[m - 1]) >= 0) {
+      return true;
+    }
+  }
+  return false;
+}
 
 }  // namespace
 
@@ -429,11 +463,13 @@ cron_expression cron_expression::parse(std::string_view expr, std::string_view t
     spec->zone = nullptr;
   }
   if (spec->zone == nullptr) throw cron_error("unknown time zone '" + spec->zone_name + "'");
+  spec->never_fires = !some_day_matches(*spec);
   return cron_expression(std::move(spec));
 }
 
 std::optional<clock_point> cron_expression::next(clock_point after) const {
   const detail::cron_spec& spec = *spec_;
+  if (spec.never_fires) return std::nullopt;
   const date::time_zone& zone = *spec.zone;
   // Fire times are whole seconds, so "strictly after `after`" means ">= floor(after) + 1s".
   const date::sys_seconds floor_after = date::floor<seconds>(after);
@@ -444,32 +480,42 @@ std::optional<clock_point> cron_expression::next(clock_point after) const {
       horizon_years;
   const auto shifts = backward_shifts_near(zone, floor_after, shift_margin);
 
-  // First occurrences: the first-instant map is monotonic in wall-clock time, and a time fires
-  // after `after` exactly when it is later than every wall-clock time shown up to `after`
-  // (which, just after a backward shift, is the wall clock before the shift).
+  // First occurrences: a wall-clock time fires after `after` exactly when it is later than every
+  // wall-clock time shown up to `after` (which, just after a backward shift, is the wall clock
+  // before the shift). Times are tried in wall-clock order; the first one that fires is the
+  // earliest instant, since the instants of first occurrences grow with the wall clock.
   date::local_seconds from = local_after + seconds{1};
   for (const backward_shift& s : shifts) {
     if (s.at <= floor_after)
       from = std::max(from, date::local_seconds{s.at.time_since_epoch() + s.before_offset});
   }
   std::optional<date::sys_seconds> best;
-  if (const auto local = first_match(spec, from, last_year)) {
-    best = first_instant(zone, *local);
+  while (const auto local = first_match(spec, from, last_year)) {
+    const date::local_info info = zone.get_info(*local);
+    if (info.result != date::local_info::nonexistent) {
+      best = date::sys_seconds{local->time_since_epoch() - info.first.offset};
+      break;
+    }
+    // Skipped by a forward shift: it fires when the gap ends, or not at all.
+    if (catches_up(spec, info.second.offset - info.first.offset)) {
+      best = info.second.begin;
+      break;
+    }
+    from = date::local_seconds{info.second.begin.time_since_epoch() + info.second.offset};
   }
 
-  // Second occurrences of repeated wall-clock times, for jobs with an unrestricted hour field.
-  if (!spec.hour_restricted) {
-    for (const backward_shift& s : shifts) {
-      const date::local_seconds repeat_begin{s.at.time_since_epoch() + s.after_offset};
-      const date::local_seconds repeat_end{s.at.time_since_epoch() + s.before_offset};
-      const date::local_seconds lo =
-          std::max(repeat_begin, date::local_seconds{earliest.time_since_epoch() + s.after_offset});
-      if (lo >= repeat_end) continue;
-      const auto local = first_match(spec, lo, last_year);
-      if (!local || *local >= repeat_end) continue;
-      const date::sys_seconds instant{local->time_since_epoch() - s.after_offset};
-      if (!best || instant < *best) best = instant;
-    }
+  // Second occurrences of wall-clock times repeated by a backward shift.
+  for (const backward_shift& s : shifts) {
+    if (!repeats(spec, s.before_offset - s.after_offset)) continue;
+    const date::local_seconds repeat_begin{s.at.time_since_epoch() + s.after_offset};
+    const date::local_seconds repeat_end{s.at.time_since_epoch() + s.before_offset};
+    const date::local_seconds lo =
+        std::max(repeat_begin, date::local_seconds{earliest.time_since_epoch() + s.after_offset});
+    if (lo >= repeat_end) continue;
+    const auto local = first_match(spec, lo, last_year);
+    if (!local || *local >= repeat_end) continue;
+    const date::sys_seconds instant{local->time_since_epoch() - s.after_offset};
+    if (!best || instant < *best) best = instant;
   }
 
   if (!best) return std::nullopt;
@@ -494,6 +540,10 @@ const std::string& cron_expression::text() const { return spec_->text; }
 const std::string& cron_expression::time_zone() const { return spec_->zone_name; }
 
 bool cron_expression::has_seconds() const { return spec_->has_seconds; }
+
+bool cron_expression::never_fires() const { return spec_->never_fires; }
+
+bool cron_expression::is_wildcard() const { return spec_->wildcard; }
 
 // ---------------------------------------------------------------------------------------------
 // RFC 3339

@@ -110,6 +110,10 @@ TEST(daemon_cli, bad_arguments_exit_2_naming_the_argument) {
       {{"calendar", "0 25 * * *"}, "EXPR '0 25 * * *'"},
       {{"calendar", "0 3 * * *", "--time-zone", "Mars/Base"}, "--time-zone"},
       {{"calendar", "0 3 * * *", "--from", "yesterday"}, "--from: 'yesterday'"},
+      // An expression beginning with '-' is a cron error, with or without "--" before it.
+      {{"calendar", "-1 * * * *"}, "EXPR '-1 * * * *': cron field 1 (minute) '-1'"},
+      {{"calendar", "--", "-1 * * * *"}, "EXPR '-1 * * * *': cron field 1 (minute) '-1'"},
+      {{"calendar", "-x"}, "unknown option '-x' (put -- before an expression"},
   };
   for (const auto& c : cases) {
     auto r = run_baton(c.args);
@@ -140,6 +144,34 @@ TEST(daemon_cli, calendar_prints_the_next_fire_times_in_utc_and_the_time_zone) {
   EXPECT_EQ(plain.status, 0);
   EXPECT_THAT(plain.out, HasSubstr("2026-01-01T00:15:00Z\n2026-01-01T00:30:00Z\n"));
   EXPECT_EQ(std::count(plain.out.begin(), plain.out.end(), '\n'), 10);
+}
+
+TEST(daemon_cli, calendar_takes_the_expression_after_a_double_dash) {
+  auto r =
+      run_baton({"calendar", "--count", "2", "--from", "2026-01-01T00:00:00Z", "--", "0 3 * * *"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out, "2026-01-01T03:00:00Z\n2026-01-02T03:00:00Z\n");
+}
+
+TEST(daemon_cli, calendar_and_validate_warn_when_an_expression_never_fires) {
+  auto r = run_baton({"calendar", "--", "0 0 30 2 *"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out, "");
+  EXPECT_THAT(r.err, HasSubstr("warning: '0 0 30 2 *' can never fire"));
+
+  const fs::path dir = baton::test::temp_dir("daemon-validate-never");
+  write_file(dir / "baton.json", R"({
+    "backend": {"type": "sqlite", "path": "state.db"},
+    "schedules": [
+      {"name": "ok", "cron": "0 3 * * *", "command": ["/bin/true"]},
+      {"name": "never", "cron": "0 0 31 4,6,9,11 *", "command": ["/bin/true"]}
+    ]})");
+  auto v = run_baton({"validate", "--config", (dir / "baton.json").string()});
+  EXPECT_EQ(v.status, 0) << v.err;
+  EXPECT_THAT(v.err, HasSubstr((dir / "baton.json").string() +
+                               ": /schedules/1/cron: warning: '0 0 31 4,6,9,11 *' can never fire"));
+  EXPECT_THAT(v.err, Not(HasSubstr("/schedules/0")));
+  EXPECT_THAT(v.out, HasSubstr("next fires: none (never"));
 }
 
 TEST(daemon_cli, validate_prints_each_schedule_with_its_next_fire_times) {

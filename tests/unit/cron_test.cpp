@@ -193,15 +193,21 @@ TEST(cron, value_out_of_range_names_field_and_text) {
             "cron field 1 (minute) '99999999999999': value 99999999999999 out of range 0-59");
 }
 
-TEST(cron, step_must_be_positive_and_fit_the_field) {
-  EXPECT_EQ(parse_error("*/0 * * * *"), "cron field 1 (minute) '*/0': step 0 out of range 1-60");
-  EXPECT_EQ(parse_error("0 1-5/0 * * *"), "cron field 2 (hour) '1-5/0': step 0 out of range 1-24");
-  EXPECT_EQ(parse_error("0 0 * * */8"),
-            "cron field 5 (day of week) '*/8': step 8 out of range 1-7");
+TEST(cron, step_must_be_positive) {
+  EXPECT_EQ(parse_error("*/0 * * * *"), "cron field 1 (minute) '*/0': step 0 must be 1 or more");
+  EXPECT_EQ(parse_error("0 1-5/0 * * *"), "cron field 2 (hour) '1-5/0': step 0 must be 1 or more");
   EXPECT_EQ(parse_error("*/ * * * *"),
             "cron field 1 (minute) '*/': step after '/' must be a number in '*/'");
   EXPECT_EQ(parse_error("*/x * * * *"),
             "cron field 1 (minute) '*/x': step after '/' must be a number in '*/x'");
+}
+
+TEST(cron, step_beyond_the_range_selects_its_start_like_isc) {
+  EXPECT_EQ(next_n("*/90 * * * *", "2026-01-01T00:00:00Z", 2),
+            (strings{"2026-01-01T01:00:00Z", "2026-01-01T02:00:00Z"}));
+  EXPECT_EQ(next_n("0 0 * * */8", "2026-01-01T00:00:00Z", 2),  // Sunday only
+            (strings{"2026-01-04T00:00:00Z", "2026-01-11T00:00:00Z"}));
+  EXPECT_EQ(next("10-20/99999999999 * * * *", "2026-01-01T00:00:00Z"), "2026-01-01T00:10:00Z");
 }
 
 TEST(cron, inverted_range_is_rejected) {
@@ -255,14 +261,17 @@ TEST(cron, unknown_macro_is_rejected) {
   const std::string expected =
       " (expected @yearly, @annually, @monthly, @weekly, @daily, @midnight or @hourly)";
   EXPECT_EQ(parse_error("@fortnightly"), "unknown cron macro '@fortnightly'" + expected);
-  EXPECT_EQ(parse_error("@reboot"), "unknown cron macro '@reboot'" + expected);
+  EXPECT_EQ(parse_error("@reboot"),
+            "cron macro '@reboot' is not supported: a cluster-wide schedule has no boot to run at");
+  EXPECT_EQ(parse_error("@REBOOT"),
+            "cron macro '@reboot' is not supported: a cluster-wide schedule has no boot to run at");
   EXPECT_EQ(parse_error("@daily 0"), "unknown cron macro '@daily 0'" + expected);
 }
 
 // ---------------------------------------------------------------------------------------------
 // Day-of-month / day-of-week rule
 
-TEST(cron, vixie_or_rule_when_both_days_restricted) {
+TEST(cron, or_rule_when_neither_day_field_begins_with_a_star) {
   // The 13th OR any Friday.
   EXPECT_EQ(next_n("0 0 13 * 5", "2026-01-01T00:00:00Z", 6),
             (strings{"2026-01-02T00:00:00Z", "2026-01-09T00:00:00Z", "2026-01-13T00:00:00Z",
@@ -279,23 +288,51 @@ TEST(cron, only_day_of_month_counts_when_day_of_week_is_star) {
             (strings{"2026-01-13T00:00:00Z", "2026-02-13T00:00:00Z"}));
 }
 
-TEST(cron, star_step_day_field_counts_as_restricted_like_croniter) {
-  // Days 1, 11, 21, 31 OR Mondays (Vixie would ignore "*/10" here; croniter and baton do not).
-  EXPECT_EQ(next_n("0 0 */10 * 1", "2026-01-01T00:00:00Z", 8),
-            (strings{"2026-01-05T00:00:00Z", "2026-01-11T00:00:00Z", "2026-01-12T00:00:00Z",
-                     "2026-01-19T00:00:00Z", "2026-01-21T00:00:00Z", "2026-01-26T00:00:00Z",
-                     "2026-01-31T00:00:00Z", "2026-02-01T00:00:00Z"}));
+TEST(cron, star_step_day_field_counts_as_a_star_like_isc) {
+  // "*/10" begins with '*' (DOM_STAR): days 1, 11, 21, 31 that are Mondays (croniter, robfig
+  // and the old baton would take days 1, 11, 21, 31 OR Mondays).
+  EXPECT_EQ(next_n("0 0 */10 * 1", "2026-01-01T00:00:00Z", 4),
+            (strings{"2026-05-11T00:00:00Z", "2026-06-01T00:00:00Z", "2026-08-31T00:00:00Z",
+                     "2026-09-21T00:00:00Z"}));
+  // A list beginning with '*' counts too; one with '*' later does not.
+  EXPECT_EQ(next_n("0 0 */100,1-7 * MON", "2026-01-01T00:00:00Z", 2),
+            (strings{"2026-01-05T00:00:00Z", "2026-02-02T00:00:00Z"}));
+  EXPECT_EQ(next_n("0 0 13,* * MON", "2026-01-01T00:00:00Z", 2),
+            (strings{"2026-01-02T00:00:00Z", "2026-01-03T00:00:00Z"}));
 }
 
-TEST(cron, full_range_day_field_counts_as_unrestricted) {
-  // "1-31" matches every day of month, so only Mondays count.
+TEST(cron, full_range_day_field_is_not_a_star_like_isc) {
+  // "1-31" does not begin with '*': OR, and it matches every day.
   EXPECT_EQ(next_n("0 0 1-31 * MON", "2026-01-01T00:00:00Z", 2),
-            (strings{"2026-01-05T00:00:00Z", "2026-01-12T00:00:00Z"}));
-  // "0-6", "1-7" and "*/1" match every weekday, so only the 13th counts.
-  for (const char* dow : {"0-6", "1-7", "*/1", "SUN-SAT"}) {
+            (strings{"2026-01-02T00:00:00Z", "2026-01-03T00:00:00Z"}));
+  for (const char* dow : {"0-6", "1-7", "SUN-SAT"}) {
     EXPECT_EQ(next_n(std::string("0 0 13 * ") + dow, "2026-01-01T00:00:00Z", 2),
-              (strings{"2026-01-13T00:00:00Z", "2026-02-13T00:00:00Z"}))
+              (strings{"2026-01-02T00:00:00Z", "2026-01-03T00:00:00Z"}))
         << dow;
+  }
+  // "*/1" begins with '*': AND, so only the 13th counts.
+  EXPECT_EQ(next_n("0 0 13 * */1", "2026-01-01T00:00:00Z", 2),
+            (strings{"2026-01-13T00:00:00Z", "2026-02-13T00:00:00Z"}));
+}
+
+TEST(cron, never_fires_when_day_and_month_exclude_each_other) {
+  EXPECT_TRUE(cron_expression::parse("0 0 30 2 *").never_fires());
+  EXPECT_TRUE(cron_expression::parse("0 0 31 4,6,9,11 *").never_fires());
+  EXPECT_TRUE(cron_expression::parse("0 0 30 2 */2").never_fires());
+  EXPECT_FALSE(cron_expression::parse("0 0 30 2 1").never_fires());  // OR: Mondays in February
+  EXPECT_FALSE(cron_expression::parse("0 0 29 2 *").never_fires());
+  EXPECT_FALSE(cron_expression::parse("0 0 30,1 2 *").never_fires());
+  EXPECT_FALSE(cron_expression::parse("@daily").never_fires());
+}
+
+TEST(cron, wildcard_means_minute_or_hour_text_begins_with_a_star) {
+  for (const char* e : {"* 3 * * *", "7 * * * *", "0 */3 * * *", "*/5 1-6 * * *", "@hourly",
+                        "*/10 0 3 * * *", "*,5 3 * * *"}) {
+    EXPECT_TRUE(cron_expression::parse(e).is_wildcard()) << e;
+  }
+  for (const char* e : {"0 3 * * *", "0-59 0-23 * * *", "0 1,* * * *", "5,* 3 * * *", "@daily",
+                        "0 0 3 * * *", "0 30 3,4 * * *"}) {
+    EXPECT_FALSE(cron_expression::parse(e).is_wildcard()) << e;
   }
 }
 
@@ -387,6 +424,14 @@ TEST(cron, berlin_spring_gap_fires_once_when_the_gap_ends) {
   EXPECT_EQ(next("30 2 * * *", "2026-03-29T01:00:00Z", berlin), "2026-03-30T00:30:00Z");
 }
 
+TEST(cron, berlin_spring_gap_skips_the_missed_times_of_wildcard_jobs) {
+  const std::string berlin = "Europe/Berlin";
+  EXPECT_EQ(next_n("30 * * * *", "2026-03-29T00:00:00Z", 2, berlin),
+            (strings{"2026-03-29T00:30:00Z", "2026-03-29T01:30:00Z"}));
+  EXPECT_EQ(next("* 2 * * *", "2026-03-28T12:00:00Z", berlin), "2026-03-30T00:00:00Z");
+  EXPECT_EQ(next("*/10 30 2 * * *", "2026-03-28T12:00:00Z", berlin), "2026-03-30T00:30:00Z");
+}
+
 TEST(cron, berlin_spring_gap_for_frequent_jobs) {
   EXPECT_EQ(next_n("*/15 * * * *", "2026-03-29T00:30:00Z", 4, "Europe/Berlin"),
             (strings{"2026-03-29T00:45:00Z", "2026-03-29T01:00:00Z", "2026-03-29T01:15:00Z",
@@ -402,14 +447,14 @@ TEST(cron, berlin_fall_repeat_fires_once_for_a_specific_hour) {
   // Starting in the second pass: 02:30 already fired in the first one.
   EXPECT_EQ(next("30 2 * * *", "2026-10-25T01:10:00Z", berlin), "2026-10-26T01:30:00Z");
   EXPECT_EQ(next("30 2 * * *", "2026-10-25T00:40:00Z", berlin), "2026-10-26T01:30:00Z");
-  // A restricted hour field ("*/2" too) fires once at 02:00.
-  EXPECT_EQ(next_n("0 */2 * * *", "2026-10-24T21:30:00Z", 3, berlin),
-            (strings{"2026-10-24T22:00:00Z", "2026-10-25T00:00:00Z", "2026-10-25T03:00:00Z"}));
-  // Every minute of 02:xx, but only in the first pass.
-  EXPECT_EQ(next("* 2 * * *", "2026-10-25T00:59:00Z", berlin), "2026-10-26T01:00:00Z");
+  // A fixed-time job fires once at 02:00, even when its hours cover the whole day.
+  EXPECT_EQ(next_n("0 1-3 * * *", "2026-10-24T23:30:00Z", 3, berlin),
+            (strings{"2026-10-25T00:00:00Z", "2026-10-25T02:00:00Z", "2026-10-26T00:00:00Z"}));
+  EXPECT_EQ(next_n("0 0-23 * * *", "2026-10-24T23:30:00Z", 3, berlin),
+            (strings{"2026-10-25T00:00:00Z", "2026-10-25T02:00:00Z", "2026-10-25T03:00:00Z"}));
 }
 
-TEST(cron, berlin_fall_repeat_fires_every_real_instant_for_wildcard_hour) {
+TEST(cron, berlin_fall_repeat_fires_every_real_instant_for_a_wildcard_job) {
   const std::string berlin = "Europe/Berlin";
   EXPECT_EQ(next_n("*/15 * * * *", "2026-10-24T23:50:00Z", 9, berlin),
             (strings{"2026-10-25T00:00:00Z", "2026-10-25T00:15:00Z", "2026-10-25T00:30:00Z",
@@ -421,6 +466,11 @@ TEST(cron, berlin_fall_repeat_fires_every_real_instant_for_wildcard_hour) {
   EXPECT_EQ(next("0 * * * *", "2026-10-25T00:30:00Z", berlin), "2026-10-25T01:00:00Z");
   // From inside the second pass.
   EXPECT_EQ(next("*/15 * * * *", "2026-10-25T01:30:00Z", berlin), "2026-10-25T01:45:00Z");
+  // Any minute or hour text beginning with '*' makes a wildcard job.
+  EXPECT_EQ(next_n("0 */2 * * *", "2026-10-24T21:30:00Z", 3, berlin),
+            (strings{"2026-10-24T22:00:00Z", "2026-10-25T00:00:00Z", "2026-10-25T01:00:00Z"}));
+  EXPECT_EQ(next_n("* 2 * * *", "2026-10-25T00:59:00Z", 2, berlin),
+            (strings{"2026-10-25T01:00:00Z", "2026-10-25T01:01:00Z"}));
   // A day-restricted job with a wildcard hour repeats too; seconds work the same way.
   EXPECT_EQ(next_n("0 30 * 25 10 *", "2026-10-25T00:00:00Z", 3, berlin),
             (strings{"2026-10-25T00:30:00Z", "2026-10-25T01:30:00Z", "2026-10-25T02:30:00Z"}));
@@ -514,4 +564,41 @@ TEST(rfc3339, round_trips) {
   }
   const time_point t = time_point{} + std::chrono::milliseconds{1'795'316'400'123};
   EXPECT_EQ(baton::parse_rfc3339(baton::format_rfc3339_utc(t)), t);
+}
+
+// ---------------------------------------------------------------------------------------------
+// ISC cron 4.1 / Debian cron semantics (issue 12): the measurements from the issue's "Why".
+
+TEST(cron_isc, day_rule_follows_the_star_in_the_field_text) {
+  // "*/7" starts with '*', so ISC sets DOW_STAR and ANDs the fields: the first Sunday.
+  EXPECT_EQ(next_n("1 1 1-7 * */7", "2020-01-01T00:00:00Z", 2),
+            (strings{"2020-01-05T01:01:00Z", "2020-02-02T01:01:00Z"}));
+  // Neither "1-31" nor "1" starts with '*': OR, and day 1-31 matches every day.
+  EXPECT_EQ(next_n("0 12 1-31 * 1", "2026-01-01T00:00:00Z", 3),
+            (strings{"2026-01-01T12:00:00Z", "2026-01-02T12:00:00Z", "2026-01-03T12:00:00Z"}));
+}
+
+// Europe/London 2025-03-30: at 01:00Z the clock jumps from 01:00 GMT to 02:00 BST.
+TEST(cron_isc, spring_gap_does_not_catch_up_wildcard_jobs) {
+  EXPECT_EQ(next_n("7 * * * *", "2025-03-30T00:00:00Z", 3, "Europe/London"),
+            (strings{"2025-03-30T00:07:00Z", "2025-03-30T01:07:00Z", "2025-03-30T02:07:00Z"}));
+}
+
+// Pacific/Apia skipped 2011-12-30: 2011-12-29 24:00 -10 became 2011-12-31 00:00 +14 at 10:00Z.
+TEST(cron_isc, a_gap_of_three_hours_or_more_is_not_caught_up) {
+  EXPECT_EQ(next("0 12 * * *", "2011-12-29T22:00:00Z", "Pacific/Apia"), "2011-12-30T22:00:00Z");
+  EXPECT_EQ(next("0 12 30 12 *", "2011-12-29T22:00:00Z", "Pacific/Apia"), "2012-12-29T22:00:00Z");
+}
+
+// Europe/Riga 2021-10-31: at 01:00Z the clock goes back from 04:00 EEST to 03:00 EET.
+TEST(cron_isc, fall_repeat_follows_the_star_in_the_minute_or_hour_text) {
+  const std::string riga = "Europe/Riga";
+  EXPECT_EQ(next_n("0 */3 * * *", "2021-10-30T22:30:00Z", 3, riga),
+            (strings{"2021-10-31T00:00:00Z", "2021-10-31T01:00:00Z", "2021-10-31T04:00:00Z"}));
+  EXPECT_EQ(next_n("* 1-6 * * *", "2021-10-31T00:58:00Z", 3, riga),
+            (strings{"2021-10-31T00:59:00Z", "2021-10-31T01:00:00Z", "2021-10-31T01:01:00Z"}));
+  // A 24-item hour list is fixed-time to ISC: 03:00 runs once.
+  EXPECT_EQ(next_n("0 0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23 * * *",
+                   "2021-10-30T22:30:00Z", 3, riga),
+            (strings{"2021-10-30T23:00:00Z", "2021-10-31T00:00:00Z", "2021-10-31T02:00:00Z"}));
 }

@@ -23,26 +23,37 @@ struct cron_spec;
 }  // namespace detail
 
 /// A parsed cron expression with its time zone. Immutable, cheap to copy (shares its state).
+/// Fire times follow ISC cron 4.1 / Debian's `cron` (entry.c, cron.c), as if that daemon ran
+/// without interruption on a host whose local time zone is `time_zone()`.
 ///
 /// Syntax: 5 fields `minute hour day-of-month month day-of-week`, or 6 with `second` first.
-/// Each field is a comma list of `*`, `v`, `a-b`, `*/n`, `a-b/n` or `a/n` (= `a-max/n`).
-/// Months take JAN-DEC, weekdays SUN-SAT (case-insensitive); 0 and 7 are Sunday, and a weekday
-/// range ending at Sunday (`FRI-SUN`, `5-0`) ends at 7. Macros: @yearly @annually @monthly
-/// @weekly @daily @midnight @hourly. A step must be 1..(number of values of the field).
+/// Each field is a comma list of `*`, `v`, `a-b`, `*/n`, `a-b/n`, or `a/n` (= `a-max/n`, an
+/// extension). Any step n >= 1 is accepted; one larger than the range selects only its start
+/// (`*/100` in day of month is day 1), as in ISC. Months take JAN-DEC, weekdays SUN-SAT
+/// (case-insensitive); 0 and 7 are Sunday, and a weekday range ending at Sunday (`FRI-SUN`,
+/// `5-0`) ends at 7 (an extension; ISC rejects it). Macros: @yearly @annually @monthly @weekly
+/// @daily @midnight @hourly (case-insensitive). `@reboot` is rejected: a cluster has no boot.
 ///
-/// Day rule (Vixie cron, as croniter decides "restricted"): a day-of-month or day-of-week field
-/// is unrestricted when it matches every value of its range (`*`, `*/1`, `1-31`, `0-6`, `1-7`),
-/// else restricted (`*/2` too). Both restricted: a day matches if EITHER matches; otherwise
-/// both must match (the unrestricted one always does).
+/// Which texts count as `*` (ISC sets DOM_STAR, DOW_STAR, MIN_STAR, HR_STAR): a field whose
+/// text BEGINS with `*` — `*`, `*/2`, `*,5` — whatever values it matches; `1-31`, `0-6`,
+/// `0-59` or a 24-item hour list do not count, `@hourly` counts as a `*` hour.
 ///
-/// Time zones: matching happens on the zone's wall clock, and matching wall-clock times map to
-/// instants like this:
+/// Day rule: if the day-of-month or the day-of-week text begins with `*`, a day must match
+/// both fields; otherwise a day matches if EITHER matches. So `1 1 1-7 * */7` fires on the
+/// first Sunday of a month, and `0 12 1-31 * 1` fires every day.
+///
+/// Wildcard and fixed-time jobs: an expression is "wildcard" when its minute or hour text (or,
+/// in the 6-field form, its second text) begins with `*`, else "fixed-time". They differ only
+/// when the zone's offset changes (DST, or a zone changing its standard offset):
 /// - a time that exists once fires at that instant;
-/// - a time skipped by a forward shift (DST gap) fires at the instant the gap ends (03:00 local
-///   for 02:30 in Europe/Berlin); several skipped matches in one gap fire once together;
-/// - a time that occurs twice (backward shift) fires at its first occurrence only, except when
-///   the hour field is unrestricted (`*`, `*/1`, `0-23`): such hourly-or-faster jobs fire at
-///   both occurrences, i.e. at every real instant whose wall clock matches.
+/// - forward shift (a gap of G): at the instant the gap ends, a job fires if the new wall
+///   clock matches; a fixed-time job also fires there (once) if a skipped time matched and
+///   G < 3 h; for G < 5 min every job does (ISC's "woke up late"). A wildcard job's skipped
+///   times are not caught up, and after a jump of 3 hours or more nothing is;
+/// - backward shift (a repeat of B): a wildcard job fires at every real instant whose wall
+///   clock matches, in both passes; a fixed-time job fires only in the first pass, unless
+///   B > 181 min (ISC's "-180 minute" window, measured from the minute before the shift), when
+///   ISC starts over at the new time and every job fires in both passes.
 /// Zone rules come from the system tz database through Howard Hinnant's date library; the
 /// Debian 12 build reads only explicit transitions, so it applies no DST after 2037.
 class cron_expression {
@@ -52,9 +63,9 @@ class cron_expression {
   /// "unknown time zone 'Mars/Base'".
   static cron_expression parse(std::string_view expr, std::string_view time_zone = "UTC");
 
-  /// The first fire time strictly after `after`, or nullopt if there is none in the next 8 years
-  /// (e.g. "0 0 30 2 *"; 8 years is the longest gap of any satisfiable expression: Feb 29
-  /// across 2100). Steps by fields, never minute by minute.
+  /// The first fire time strictly after `after`, or nullopt if there is none in the next 400
+  /// years (one Gregorian cycle: the expression never fires again, e.g. "0 0 30 2 *"). Steps by
+  /// fields, never minute by minute.
   std::optional<std::chrono::system_clock::time_point> next(
       std::chrono::system_clock::time_point after) const;
 
@@ -68,6 +79,12 @@ class cron_expression {
   const std::string& time_zone() const;
   /// True for the 6-field form (second resolution); otherwise fire times are at second 0.
   bool has_seconds() const;
+  /// True when no date can ever match: day and month fields that exclude each other under the
+  /// AND day rule ("0 0 30 2 *", "0 0 31 4,6,9,11 *"). next() always returns nullopt then.
+  bool never_fires() const;
+  /// True for a "wildcard" job (minute, hour or second text begins with `*`), false for a
+  /// fixed-time one; see the class comment for what that changes at clock shifts.
+  bool is_wildcard() const;
 
  private:
   explicit cron_expression(std::shared_ptr<const detail::cron_spec> spec);
