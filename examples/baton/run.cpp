@@ -60,8 +60,8 @@ void check_schedules(const config::daemon_config& config, const contend_options&
   auto memory = make_backend(backend_config{"memory", {}}, rt);
   std::unique_ptr<scheduler> dry;
   try {
-    dry =
-        std::make_unique<scheduler>(*memory, rt, config::make_scheduler_options(config, defaults));
+    dry = std::make_unique<scheduler>(*memory, rt,
+                                      config::make_scheduler_options(config, defaults, "validate"));
   } catch (const std::invalid_argument& e) {
     errors.push_back(config.source + ": /lease: " + e.what());
     return;

@@ -245,6 +245,8 @@ void run_command(const command_options& opts, const job_context& ctx) {
   setup.stdin_fd = devnull.get();
   setup.stdout_fd = out_w.get();
   setup.stderr_fd = err_w.get();
+  setup.stdout_read_fd = out_r.get();
+  setup.stderr_read_fd = err_r.get();
   setup.control_fd = control_r.get();
   setup.report_fd = report_w.get();
   setup.daemon_pid = ::getpid();

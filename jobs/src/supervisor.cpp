@@ -245,24 +245,26 @@ void run_supervisor(const supervisor_setup& s) noexcept {
   const int in = lift(s.stdin_fd);
   const int out = lift(s.stdout_fd);
   const int err = lift(s.stderr_fd);
+  const int out_read = lift(s.stdout_read_fd);
+  const int err_read = lift(s.stderr_read_fd);
   const int control = lift(s.control_fd);
   const int reports = lift(s.report_fd);
   const int sig_fd = ::signalfd(-1, &watched, SFD_CLOEXEC | SFD_NONBLOCK);
-  if (in < 0 || out < 0 || err < 0 || control < 0 || reports < 0 || sig_fd < 0 ||
-      ::dup2(in, 0) < 0 || ::dup2(out, 1) < 0 || ::dup2(err, 2) < 0) {
+  if (in < 0 || out < 0 || err < 0 || out_read < 0 || err_read < 0 || control < 0 || reports < 0 ||
+      sig_fd < 0 || ::dup2(in, 0) < 0 || ::dup2(out, 1) < 0 || ::dup2(err, 2) < 0) {
     send_report(s.report_fd, report_t::setup_failed, errno, report_t::stage_fork);
     ::_exit(0);
   }
   ::fcntl(reports, F_SETFL, O_NONBLOCK);
-  int keep[3] = {control, reports, sig_fd};
-  for (int i = 0; i < 3; ++i)
-    for (int j = i + 1; j < 3; ++j)
+  int keep[5] = {control, reports, sig_fd, out_read, err_read};
+  for (int i = 0; i < 5; ++i)
+    for (int j = i + 1; j < 5; ++j)
       if (keep[j] < keep[i]) {
         const int t = keep[i];
         keep[i] = keep[j];
         keep[j] = t;
       }
-  close_all_but(keep, 3);
+  close_all_but(keep, 5);
 
   process_table table;
   table.init();
@@ -279,6 +281,9 @@ void run_supervisor(const supervisor_setup& s) noexcept {
   ::close(2);
   send_report(reports, report_t::started, job);
 
+  int outputs[2] = {out_read, err_read};
+  ::fcntl(out_read, F_SETFL, O_NONBLOCK);
+  ::fcntl(err_read, F_SETFL, O_NONBLOCK);
   bool job_alive = true;
   bool control_open = true;
   bool term_sent = false;
@@ -328,8 +333,20 @@ void run_supervisor(const supervisor_setup& s) noexcept {
       long long left = term_at + s.kill_grace_ms - now;
       timeout = static_cast<int>(left < 0 ? 0 : left > 1000 ? 1000 : left);
     }
-    pollfd fds[2] = {{sig_fd, POLLIN, 0}, {control_open ? control : -1, POLLIN, 0}};
-    ::poll(fds, 2, timeout);
+    // The output pipes are the daemon's to read while it lives; after that, ours to discard.
+    pollfd fds[4] = {{sig_fd, POLLIN, 0},
+                     {control_open ? control : -1, POLLIN, 0},
+                     {control_open ? -1 : outputs[0], POLLIN, 0},
+                     {control_open ? -1 : outputs[1], POLLIN, 0}};
+    ::poll(fds, 4, timeout);
+    for (int i = 0; i < 2; ++i)
+      if (fds[2 + i].revents & (POLLIN | POLLHUP | POLLERR)) {
+        char sink[4096];
+        ssize_t n;
+        while ((n = ::read(outputs[i], sink, sizeof sink)) > 0) {
+        }
+        if (n == 0 || (errno != EAGAIN && errno != EINTR)) outputs[i] = -1;  // end of file
+      }
     if (fds[0].revents & POLLIN) {
       signalfd_siginfo info{};
       while (::read(sig_fd, &info, sizeof info) == static_cast<ssize_t>(sizeof info))

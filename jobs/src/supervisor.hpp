@@ -50,9 +50,15 @@ struct supervisor_setup {
   const char* program = nullptr;  ///< resolved path of argv[0]
   char* const* argv = nullptr;
   char* const* envp = nullptr;
-  int stdin_fd = -1;    ///< becomes 0 of the command (/dev/null)
-  int stdout_fd = -1;   ///< becomes 1 (a pipe to the daemon)
-  int stderr_fd = -1;   ///< becomes 2 (a pipe to the daemon)
+  int stdin_fd = -1;   ///< becomes 0 of the command (/dev/null)
+  int stdout_fd = -1;  ///< becomes 1 (a pipe to the daemon)
+  int stderr_fd = -1;  ///< becomes 2 (a pipe to the daemon)
+  /// The daemon's read ends of the command's stdout and stderr pipes. The supervisor holds them
+  /// so that the pipes never break: a command that writes while it shuts down after the daemon
+  /// died must not die of SIGPIPE before its own SIGTERM handler ran. Once the daemon is gone
+  /// the supervisor reads and discards what arrives, so the command never blocks on a full pipe.
+  int stdout_read_fd = -1;
+  int stderr_read_fd = -1;
   int control_fd = -1;  ///< read end, daemon -> supervisor: 'T' ends the run; EOF: daemon gone
   int report_fd = -1;   ///< write end, supervisor -> daemon: supervisor_report records
   pid_t daemon_pid = 0;

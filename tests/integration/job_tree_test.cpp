@@ -162,6 +162,28 @@ TEST_P(job_tree, killing_the_process_that_runs_the_job_ends_every_process_of_the
   EXPECT_LE(ms, (kill_grace + 1s).count());
 }
 
+TEST(job_tree_status, a_job_writing_output_while_it_shuts_down_after_the_daemon_died_is_not_cut) {
+  // The daemon (here the helper) is gone, so nobody reads the job's output any more. The job's
+  // SIGTERM handler still writes (more than a pipe holds) and must get to its end: no SIGPIPE,
+  // no blocking on a full pipe.
+  const std::string dir = test::temp_dir("job-shutdown-output");
+  const auto marker = marker_for("output");
+  ::setenv("BATON_TREE_MARK", marker.substr(marker.find('=') + 1).c_str(), 1);
+  ::setenv("UP", (dir + "/up").c_str(), 1);
+  ::setenv("DONE", (dir + "/done").c_str(), 1);
+  test::child_process runner(
+      {test::program_path("run_job"), "5000", "/bin/sh", "-c",
+       "trap 'echo bye; echo bye >&2; seq 1 100000; seq 1 100000 >&2; touch \"$DONE\"; exit 0' "
+       "TERM; touch \"$UP\"; while :; do sleep 0.05; done"});
+  ::unsetenv("BATON_TREE_MARK");
+  ASSERT_TRUE(test::wait_until([&] { return std::filesystem::exists(dir + "/up"); }, 10s));
+  runner.signal(SIGKILL);
+  ASSERT_TRUE(runner.wait_exit(5s));
+  EXPECT_TRUE(test::wait_until([&] { return std::filesystem::exists(dir + "/done"); }, 4s))
+      << "the job's SIGTERM handler did not finish";
+  EXPECT_TRUE(test::wait_until([&] { return test::processes_with_env(marker).empty(); }, 6s));
+}
+
 TEST(job_tree_status, the_status_is_the_commands_own_even_with_leftovers) {
   const auto marker = marker_for("status");
   command_options o;
