@@ -351,7 +351,8 @@ void run_command(const command_options& opts, const job_context& ctx) {
   while (supervisor_open) {
     const auto now = steady::now();
     if (!term_sent && (ctx.stop.stop_requested() || now >= ctx.deadline)) {
-      stop_reason = ctx.stop.stop_requested() ? "stop requested" : "timeout";
+      // A stop that comes with the deadline passed is the timeout (the scheduler asks for it too).
+      stop_reason = now >= ctx.deadline ? "timeout" : "stop requested";
       detail::log().info("[{}] {}: sending SIGTERM to every process of the run (kill_grace {} ms)",
                          name, stop_reason, opts.kill_grace.count());
       const char t = 'T';

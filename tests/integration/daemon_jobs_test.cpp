@@ -93,7 +93,9 @@ bool accepts(int port) {
 /// One daemon running one schedule per job shape, each run marked with its own variable.
 class shape_node {
  public:
-  explicit shape_node(const std::string& backend_json) : dir_(baton::test::temp_dir("tree-node")) {
+  /// `extra`: more keys for every schedule entry (", \"timeout\": \"1s\"").
+  explicit shape_node(const std::string& backend_json, const std::string& extra = "")
+      : dir_(baton::test::temp_dir("tree-node")) {
     std::string schedules;
     for (const auto& s : shapes) {
       const std::string mark = unique(s.name);
@@ -102,7 +104,7 @@ class shape_node {
       schedules += "{\"name\": " + json_string(unique(s.name)) +
                    ", \"every\": \"1h\", \"command\": [\"/bin/sh\", \"-c\", " +
                    json_string(s.script) +
-                   "], \"env\": {\"BATON_TREE_MARK\": " + json_string(mark) + "}}";
+                   "], \"env\": {\"BATON_TREE_MARK\": " + json_string(mark) + "}" + extra + "}";
     }
     write_file(dir_ / "baton.json",
                "{\"backend\": " + backend_json +
@@ -174,6 +176,24 @@ TEST(daemon_job_tree, sigterm_ends_every_process_of_every_run_and_reports_their_
        (p = log.find("] killed by SIGKILL (stop requested)", p)) != std::string::npos; ++p)
     ++killed;
   EXPECT_EQ(killed, std::size(shapes)) << log;
+}
+
+TEST(daemon_job_tree, a_timeout_ends_every_process_of_every_run_and_reports_their_status) {
+  const fs::path db = fs::path(baton::test::temp_dir("tree-db")) / "t.db";
+  shape_node node("{\"type\": \"sqlite\", \"path\": " + json_string(db.string()) + "}",
+                  ", \"timeout\": \"1s\"");
+  ASSERT_TRUE(wait_until([&] { return node.all_up(); }, 20s)) << read_file(node.log());
+  // Up well within the timeout: the runs must end 1 s after they started, plus kill_grace.
+  const auto up = steady::now();
+  expect_all_gone(node.gone_after(up), "timeout (from all up)", (1s + kill_grace + 1s).count());
+  const auto log = read_file(node.log());
+  std::size_t killed = 0;
+  for (std::size_t p = 0; (p = log.find("] killed by SIGKILL (timeout)", p)) != std::string::npos;
+       ++p)
+    ++killed;
+  EXPECT_EQ(killed, std::size(shapes)) << log;
+  node.daemon().signal(SIGTERM);
+  EXPECT_EQ(node.daemon().wait_exit(10s), std::optional<int>(0));
 }
 
 TEST(daemon_job_tree, sigkill_of_the_daemon_ends_every_process_within_kill_grace_plus_1s) {
@@ -304,8 +324,7 @@ TEST(daemon_reload, sighup_adds_removes_and_changes_schedules_and_keeps_unchange
   const auto gone_job = baton::test::processes_with_env("BATON_SCHEDULE=gone");
   ASSERT_EQ(gone_job.size(), 1u);
 
-  n.write(
-      {n.schedule("keep", "500ms"), n.schedule("change", "700ms"), n.schedule("added", "1h")});
+  n.write({n.schedule("keep", "500ms"), n.schedule("change", "700ms"), n.schedule("added", "1h")});
   const auto keep_runs_before = n.runs_of("keep").size();
   n.daemon().signal(SIGHUP);
   ASSERT_TRUE(wait_until([&] { return n.log_has("reload of "); }, 20s)) << read_file(n.log());
