@@ -571,7 +571,15 @@ daemon_config parse_config(std::string_view text, const std::string& source,
     if (!lease_ok || lease_unchecked.count(s.name) != 0) continue;
     const auto lease_path = s.path + "/lease";
     const lease_config merged = config.lease.overlaid(s.lease);
-    const auto checked = baton::check(make_schedule_options(config, s, defaults), global_lease);
+    std::optional<schedule_options> opts;
+    try {
+      opts = make_schedule_options(config, s, defaults);
+    } catch (const std::invalid_argument& e) {
+      // The command job refuses what reading the schedule reported (an unknown user, say).
+      if (!r.failed()) r.error(s.path, e.what());
+      continue;
+    }
+    const auto checked = baton::check(*opts, global_lease);
     for (const auto& p : checked.problems) {
       if (p.field == "name" || p.field == "every" || p.field == "initial_delay" ||
           p.field == "timeout")
