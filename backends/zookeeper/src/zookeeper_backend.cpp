@@ -129,8 +129,7 @@ const backend_descriptor& descriptor() {
     backend_descriptor d;
     d.type = "zookeeper";
     d.doc =
-        "ZooKeeper: ephemeral sequential nodes, each waiter watches its predecessor; the lease "
-        "follows session_timeout";
+        "ZooKeeper: ephemeral sequential nodes, predecessor watches; lease from session_timeout";
     d.params = {
         {"hosts", param_kind::text, true, "", false,
          "host:port[,host:port...][/chroot] (port 2181 when omitted)"},
