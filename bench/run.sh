@@ -39,7 +39,7 @@ cmake -S "$ROOT" -B "$build" -DCMAKE_BUILD_TYPE=Release -DBATON_BUILD_TESTS=OFF 
   -DBATON_BUILD_BENCH=ON >/dev/null
 cmake --build "$build" -j "$(nproc)"
 export BATON_BENCH_BIN="$build/bench"
-export BATON_BENCH_DAEMON="$build/examples/baton"
+export BATON_BENCH_DAEMON="$build/daemon/baton"
 export BATON_BENCH_LUA_DIR="$ROOT/backends/redis/lua"
 PY=/usr/bin/python3
 

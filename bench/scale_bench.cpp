@@ -3,7 +3,8 @@
 //      (baton_scale_child) that it waits for. Once settled, over an idle window it reports
 //      threads, resident memory, CPU, the backend connections it holds, and backend requests
 //      per second (its own, counted in-process, and the server's count for both processes).
-//  (b) The daemon (examples/baton) with 1,000 schedules that rarely fire: the same figures.
+//  (b) The daemon (daemon/: build/daemon/baton) with 1,000 schedules that rarely fire: the same
+//      figures.
 // Environment: as bench/run.sh sets it (BATON_TEST_*, BATON_BENCH_BIN, BATON_BENCH_DAEMON,
 // BATON_BENCH_QUICK, BATON_BENCH_BACKENDS; BATON_SCALE_MUTEXES overrides 10,000).
 #include <arpa/inet.h>

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # scripts/run.sh [ARGS...]: builds baton (incrementally, in build/) and runs the daemon on the
-# quickstart config: build/examples/baton run --config examples/quickstart.json
-# With ARGS, runs build/examples/baton ARGS instead. While the daemon does not exist yet, runs
+# quickstart config: build/daemon/baton run --config examples/quickstart.json
+# With ARGS, runs build/daemon/baton ARGS instead. When the daemon was not built, runs
 # build/examples/baton_handover_demo ARGS. Works from any directory (runs in the repo root).
 set -euo pipefail
 
@@ -37,14 +37,14 @@ else
   cmake --build "$BUILD" -j "$jobs" >&2
 fi
 
-if [[ -x "$BUILD/examples/baton" ]]; then
+if [[ -x "$BUILD/daemon/baton" ]]; then
   if (($#)); then
-    exec "$BUILD/examples/baton" "$@"
+    exec "$BUILD/daemon/baton" "$@"
   fi
-  exec "$BUILD/examples/baton" run --config examples/quickstart.json
+  exec "$BUILD/daemon/baton" run --config examples/quickstart.json
 fi
 if [[ -x "$BUILD/examples/baton_handover_demo" ]]; then
   exec "$BUILD/examples/baton_handover_demo" "$@"
 fi
-echo "run.sh: neither $BUILD/examples/baton nor $BUILD/examples/baton_handover_demo was built" >&2
+echo "run.sh: neither $BUILD/daemon/baton nor $BUILD/examples/baton_handover_demo was built" >&2
 exit 1

@@ -32,45 +32,10 @@ std::string show(milliseconds d) { return format_duration(d); }
 // ---------------------------------------------------------------------------------------------
 // backend
 
-enum class param_kind { text, duration, boolean, count };
-
-struct param_spec {
-  std::string_view key;
-  param_kind kind;
-  bool required = false;
-};
-
-// The parameters each backend type accepts (see the backends' make_backend documentation).
-const std::map<std::string, std::vector<param_spec>, std::less<>>& backend_params() {
-  static const std::map<std::string, std::vector<param_spec>, std::less<>> params = [] {
-    const std::vector<param_spec> sql_common{{"table", param_kind::text},
-                                             {"create_table", param_kind::boolean},
-                                             {"pool_size", param_kind::count},
-                                             {"poll_interval", param_kind::duration},
-                                             {"statement_timeout", param_kind::duration}};
-    auto sql = [&](std::string_view main_key) {
-      std::vector<param_spec> v{{main_key, param_kind::text, true}};
-      v.insert(v.end(), sql_common.begin(), sql_common.end());
-      return v;
-    };
-    std::map<std::string, std::vector<param_spec>, std::less<>> m;
-    m["memory"] = {};
-    m["sqlite"] = sql("path");
-    m["postgresql"] = sql("connection");
-    m["mysql"] = sql("connection");
-    m["redis"] = {
-        {"url", param_kind::text, true},           {"key_prefix", param_kind::text},
-        {"poll_interval", param_kind::duration},   {"connect_timeout", param_kind::duration},
-        {"command_timeout", param_kind::duration}, {"handoff_window", param_kind::duration}};
-    m["zookeeper"] = {{"hosts", param_kind::text, true},
-                      {"session_timeout", param_kind::duration},
-                      {"username", param_kind::text},
-                      {"password", param_kind::text},
-                      {"root", param_kind::text}};
-    return m;
-  }();
-  return params;
-}
+// Every backend type baton has; a build may lack some (BATON_WITH_*). Only for telling "not in
+// this build" from "unknown": what a type takes is in its descriptor (baton::find_backend).
+const std::initializer_list<std::string_view> all_backend_types{"memory", "sqlite", "postgresql",
+                                                                "mysql",  "redis",  "zookeeper"};
 
 std::string join(const std::vector<std::string>& items) {
   std::string out;
@@ -85,8 +50,11 @@ std::string resolve(const std::filesystem::path& base_dir, const std::string& pa
   return (base_dir / p).lexically_normal().string();
 }
 
-backend_config read_backend(reader& r, const json& root, const std::filesystem::path& base_dir) {
+// Reads `backend` by its type's descriptor; `descriptor` is set when the type is known and built.
+backend_config read_backend(reader& r, const json& root, const std::filesystem::path& base_dir,
+                            const backend_descriptor*& descriptor) {
   backend_config config;
+  descriptor = nullptr;
   const std::string path = "/backend";
   auto it = root.find("backend");
   if (it == root.end()) {
@@ -104,26 +72,28 @@ backend_config read_backend(reader& r, const json& root, const std::filesystem::
   }
   auto type = r.string(*type_it, child(path, "type"));
   if (!type) return config;
-  const auto& all = backend_params();
-  auto spec = all.find(*type);
-  if (spec == all.end()) {
-    r.error(child(path, "type"), "unknown backend type " + in_quotes(*type) +
-                                     " (one of: " + join(available_backends()) + ")");
+  const backend_descriptor* d = find_backend(*type);
+  if (d == nullptr) {
+    if (std::find(all_backend_types.begin(), all_backend_types.end(), *type) !=
+        all_backend_types.end())
+      r.error(child(path, "type"), "backend type " + in_quotes(*type) +
+                                       " is not available in this build (built with: " +
+                                       join(available_backends()) + ")");
+    else
+      r.error(child(path, "type"), "unknown backend type " + in_quotes(*type) +
+                                       " (one of: " + join(available_backends()) + ")");
     return config;
   }
-  auto available = available_backends();
-  if (std::find(available.begin(), available.end(), *type) == available.end())
-    r.error(child(path, "type"),
-            "backend type " + in_quotes(*type) +
-                " is not available in this build (built with: " + join(available) + ")");
   config.type = *type;
 
-  std::vector<std::string_view> allowed{"type"};
-  for (const auto& p : spec->second) allowed.push_back(p.key);
-  r.allowed_keys(b, path, allowed);
+  // The unknown-key policy of every backend (baton::check_param_names).
+  std::vector<std::string> keys;
+  for (const auto& [key, value] : b.items())
+    if (key != "type") keys.push_back(key);
+  for (const auto& p : check_param_names(*d, keys)) r.error(child(path, p.field), p.message);
 
-  for (const auto& p : spec->second) {
-    const std::string key(p.key);
+  for (const auto& p : d->params) {
+    const std::string& key = p.name;
     const std::string at = child(path, key);
     auto v = b.find(key);
     if (v == b.end()) {
@@ -165,6 +135,7 @@ backend_config read_backend(reader& r, const json& root, const std::filesystem::
       *value = resolve(base_dir, *value);
     config.params[key] = *value;
   }
+  descriptor = d;
   return config;
 }
 
@@ -192,63 +163,30 @@ lease_config read_lease(reader& r, const json& value, const std::string& path) {
   return lease;
 }
 
-// Cross-field rules of a lease. `path` is the lease object these settings were checked for;
-// `own` says which fields it sets (an error about a field set there names the field's path).
-void check_lease(reader& r, const std::string& path, const lease_config& own,
-                 const contend_options& o, std::optional<milliseconds> stop_grace) {
-  auto at = [&](const char* key, const std::optional<milliseconds>& set) {
-    return set ? child(path, key) : path;
+// The JSON path of a lease `problem` of schedule `s` (nullptr: the top-level lease alone): the
+// first field of the rule that the schedule's `lease` sets, else one the top-level `lease` sets,
+// else the innermost lease object there is (else /backend: the values are its defaults).
+std::string lease_problem_path(const setting_problem& problem, const lease_config& global,
+                               bool global_present, const schedule_config* s) {
+  std::vector<std::string> fields{problem.field};
+  fields.insert(fields.end(), problem.also.begin(), problem.also.end());
+  auto sets = [](const lease_config& l, const std::string& f) {
+    if (f == "ttl") return l.ttl.has_value();
+    if (f == "transition") return l.transition.has_value();
+    if (f == "retry_period") return l.retry_period.has_value();
+    if (f == "poll_interval") return l.poll_interval.has_value();
+    if (f == "drift_margin") return l.drift_margin.has_value();
+    if (f == "max_backoff") return l.max_backoff.has_value();
+    if (f == "stop_grace") return l.stop_grace.has_value();
+    return false;
   };
-  bool bad = false;
-  auto fail = [&](const std::string& where, const std::string& message) {
-    r.error(where, message);
-    bad = true;
-  };
-  if (o.ttl <= milliseconds::zero())
-    fail(at("ttl", own.ttl), "ttl must be greater than 0s (e.g. \"10s\")");
-  if (o.retry_period <= milliseconds::zero())
-    fail(at("retry_period", own.retry_period), "retry_period must be greater than 0s");
-  else if (o.ttl > milliseconds::zero() && o.retry_period >= o.ttl)
-    fail(own.retry_period || !own.ttl ? at("retry_period", own.retry_period) : child(path, "ttl"),
-         "retry_period (" + show(o.retry_period) + ") must be less than ttl (" + show(o.ttl) +
-             "), so that a failed renewal is retried before the lease runs out: lower "
-             "retry_period or raise ttl");
-  if (o.poll_interval <= milliseconds::zero())
-    fail(at("poll_interval", own.poll_interval), "poll_interval must be greater than 0s");
-  if (!bad && o.max_backoff < o.retry_period)
-    fail(at("max_backoff", own.max_backoff), "max_backoff (" + show(o.max_backoff) +
-                                                 ") must be at least retry_period (" +
-                                                 show(o.retry_period) + "): raise max_backoff");
-  if (bad || o.ttl <= milliseconds::zero()) return;
-  const auto drift = o.effective_drift_margin();
-  if (drift >= o.lease()) {
-    fail(at("drift_margin", own.drift_margin), "drift_margin (" + show(drift) +
-                                                   ") must be less than ttl + transition (" +
-                                                   show(o.lease()) + ")");
-    return;
-  }
-  const auto limit = baton::detail::stop_grace_limit(o);
-  if (limit <= milliseconds::zero()) {
-    fail(at("transition", own.transition),
-         "transition (" + show(o.transition) + ") must be greater than the drift margin (" +
-             show(drift) +
-             "), so that jobs can be stopped before the lease ends: raise transition (e.g. to "
-             "half of ttl)");
-    return;
-  }
-  if (stop_grace && *stop_grace >= limit) {
-    fail(at("stop_grace", own.stop_grace),
-         "stop_grace (" + show(*stop_grace) + ") must be less than transition - drift margin (" +
-             show(o.transition) + " - " + show(drift) + " = " + show(limit) +
-             "), else jobs would be stopped before every renewal: lower stop_grace or raise "
-             "transition");
-    return;
-  }
-  try {
-    baton::validate(o);
-  } catch (const std::invalid_argument& e) {
-    fail(path, e.what());
-  }
+  if (s != nullptr)
+    for (const auto& f : fields)
+      if (sets(s->lease, f)) return child(s->path + "/lease", f);
+  for (const auto& f : fields)
+    if (sets(global, f)) return child("/lease", f);
+  if (s != nullptr && s->lease_present) return s->path + "/lease";
+  return global_present ? "/lease" : "/backend";
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -482,16 +420,12 @@ std::optional<schedule_config> read_schedule(reader& r, const json& s, const std
   }
   if (auto it = s.find("lease"); it != s.end()) {
     const auto before = r.error_count();
+    out.lease_present = true;
     out.lease = read_lease(r, *it, child(path, "lease"));
     lease_ok = r.error_count() == before;
   }
   if (!ok) return std::nullopt;
   return out;
-}
-
-bool lease_set(const lease_config& l) {
-  return l.ttl || l.transition || l.retry_period || l.poll_interval || l.drift_margin ||
-         l.max_backoff || l.stop_grace;
 }
 
 }  // namespace
@@ -568,7 +502,20 @@ daemon_config parse_config(std::string_view text, const std::string& source,
     r.throw_if_failed();
   }
   r.allowed_keys(root, "", {"backend", "lease", "kill_grace", "log_level", "schedules"});
-  config.backend = read_backend(r, root, base_dir);
+  const auto errors_before_backend = r.error_count();
+  const backend_descriptor* descriptor = nullptr;
+  config.backend = read_backend(r, root, base_dir, descriptor);
+  // The lease defaults `run` gets from the backend, computed from its parameters without
+  // connecting: a ZooKeeper lease follows session_timeout.
+  if (descriptor != nullptr && r.error_count() == errors_before_backend) {
+    try {
+      config.backend_defaults = descriptor->default_lease(config.backend);
+    } catch (const backend_param_error& e) {
+      r.error(child("/backend", e.param()), e.what());
+    } catch (const std::invalid_argument& e) {
+      r.error("/backend", e.what());
+    }
+  }
   const auto errors_before_lease = r.error_count();
   if (auto it = root.find("lease"); it != root.end()) config.lease = read_lease(r, *it, "/lease");
   if (auto it = root.find("kill_grace"); it != root.end())
@@ -580,7 +527,6 @@ daemon_config parse_config(std::string_view text, const std::string& source,
       config.log_level = *level;
   }
 
-  const contend_options defaults{};
   std::map<std::string, std::string> names;  // name -> path of its first schedule
   std::set<std::string> lease_unchecked;     // schedules whose lease object had errors
   if (auto it = root.find("schedules"); it == root.end()) {
@@ -607,20 +553,45 @@ daemon_config parse_config(std::string_view text, const std::string& source,
     }
   }
 
-  // Cross-field rules, once the single fields are known to be well-formed.
+  // Cross-field rules, once the single fields are known to be well-formed: the scheduler's own
+  // (baton::check_lease, baton::check), on the lease the backend would give, errors deduplicated
+  // (a rule broken by the top-level lease is reported once, at /lease).
+  const contend_options& defaults = config.backend_defaults;
+  const bool global_present = root.contains("lease");
+  std::set<std::string> reported;
+  auto report = [&](const std::string& path, const std::string& message) {
+    if (reported.insert(path + "\n" + message).second) r.error(path, message);
+  };
+  const contend_options global_lease = config.lease.apply(defaults);
   if (lease_ok)
-    check_lease(r, "/lease", config.lease, config.lease.apply(defaults), config.lease.stop_grace);
+    for (const auto& p : baton::check_lease(global_lease, config.lease.stop_grace).problems)
+      report(lease_problem_path(p, config.lease, global_present, nullptr), p.message);
   bool global_kill_grace_reported = false;
   for (const auto& s : config.schedules) {
     if (!lease_ok || lease_unchecked.count(s.name) != 0) continue;
     const auto lease_path = s.path + "/lease";
     const lease_config merged = config.lease.overlaid(s.lease);
-    if (lease_set(s.lease))
-      check_lease(r, lease_path, s.lease, merged.apply(defaults), merged.stop_grace);
-    const auto o = config.lease_for(s, defaults);
-    if (o.ttl <= milliseconds::zero() || baton::detail::stop_grace_limit(o) <= milliseconds::zero())
-      continue;  // reported above
-    const auto stop_grace = config.stop_grace_for(s, defaults);
+    std::optional<schedule_options> opts;
+    try {
+      opts = make_schedule_options(config, s, defaults);
+    } catch (const std::invalid_argument& e) {
+      // The command job refuses what reading the schedule reported (an unknown user, say).
+      if (!r.failed()) r.error(s.path, e.what());
+      continue;
+    }
+    const auto checked = baton::check(*opts, global_lease);
+    for (const auto& p : checked.problems) {
+      if (p.field == "name" || p.field == "every" || p.field == "initial_delay" ||
+          p.field == "timeout")
+        report(child(s.path, p.field), p.message);
+      else if (p.field == "job")
+        report(child(s.path, "command"), p.message);
+      else
+        report(lease_problem_path(p, config.lease, global_present, &s), p.message);
+    }
+    if (!checked.problems.empty()) continue;  // reported above
+    const auto o = checked.lease;
+    const auto stop_grace = checked.stop_grace;
     const auto kill_grace = config.kill_grace_for(s, defaults);
     if (kill_grace <= stop_grace) continue;
     std::string where;

@@ -4,6 +4,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "baton/mutex/duration.hpp"
+
 namespace baton {
 
 std::chrono::milliseconds contend_options::effective_drift_margin() const noexcept {
@@ -11,20 +13,49 @@ std::chrono::milliseconds contend_options::effective_drift_margin() const noexce
   return std::max(std::chrono::milliseconds{50}, lease() / 50);
 }
 
-void validate(const contend_options& o) {
+std::string join_messages(const std::vector<setting_problem>& problems) {
+  std::string out;
+  for (const auto& p : problems) out += (out.empty() ? "" : "; ") + p.message;
+  return out;
+}
+
+std::vector<setting_problem> check(const contend_options& o) {
   using std::chrono::milliseconds;
-  auto fail = [](const std::string& what) {
-    throw std::invalid_argument("lease options: " + what);
-  };
-  if (o.ttl <= milliseconds::zero()) fail("ttl must be greater than 0");
-  if (o.transition < milliseconds::zero()) fail("transition must not be negative");
-  if (o.retry_period <= milliseconds::zero()) fail("retry_period must be greater than 0");
-  if (o.poll_interval <= milliseconds::zero()) fail("poll_interval must be greater than 0");
-  if (o.max_backoff < o.retry_period) fail("max_backoff must be at least retry_period");
-  if (o.drift_margin < milliseconds::zero()) fail("drift_margin must not be negative");
-  if (o.effective_drift_margin() >= o.lease())
-    fail("drift_margin (" + std::to_string(o.effective_drift_margin().count()) +
-         " ms) must be less than ttl + transition (" + std::to_string(o.lease().count()) + " ms)");
+  const auto show = [](milliseconds d) { return format_duration(d); };
+  std::vector<setting_problem> problems;
+  if (o.ttl <= milliseconds::zero())
+    problems.push_back({"ttl", "ttl must be greater than 0s (e.g. \"10s\")"});
+  if (o.transition < milliseconds::zero())
+    problems.push_back({"transition", "transition must not be negative"});
+  if (o.retry_period <= milliseconds::zero())
+    problems.push_back({"retry_period", "retry_period must be greater than 0s"});
+  else if (o.ttl > milliseconds::zero() && o.retry_period >= o.ttl)
+    problems.push_back({"retry_period",
+                        "retry_period (" + show(o.retry_period) + ") must be less than ttl (" +
+                            show(o.ttl) +
+                            "), so that a failed renewal is retried before the lease runs out: "
+                            "lower retry_period or raise ttl",
+                        {"ttl"}});
+  if (o.poll_interval <= milliseconds::zero())
+    problems.push_back({"poll_interval", "poll_interval must be greater than 0s"});
+  if (o.drift_margin < milliseconds::zero())
+    problems.push_back({"drift_margin", "drift_margin must not be negative"});
+  if (!problems.empty()) return problems;
+  if (o.max_backoff < o.retry_period)
+    problems.push_back({"max_backoff", "max_backoff (" + show(o.max_backoff) +
+                                           ") must be at least retry_period (" +
+                                           show(o.retry_period) + "): raise max_backoff"});
+  const auto drift = o.effective_drift_margin();
+  if (drift >= o.lease())
+    problems.push_back({"drift_margin", "drift_margin (" + show(drift) +
+                                            ") must be less than ttl + transition (" +
+                                            show(o.lease()) + ")"});
+  return problems;
+}
+
+void validate(const contend_options& o) {
+  if (auto problems = check(o); !problems.empty())
+    throw std::invalid_argument("lease options: " + join_messages(problems));
 }
 
 }  // namespace baton

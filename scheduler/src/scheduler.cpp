@@ -14,6 +14,7 @@
 #include <boost/asio/strand.hpp>
 
 #include "baton/mutex/detail/log.hpp"
+#include "baton/mutex/duration.hpp"
 #include "baton/mutex/errc.hpp"
 #include "baton/mutex/names.hpp"
 #include "baton/scheduler/detail/schedule_plan.hpp"
@@ -457,6 +458,57 @@ class schedule_runner : public mutex_contender,
 
 }  // namespace detail
 
+using std::chrono::milliseconds;
+
+schedule_check check_lease(const contend_options& lease, std::optional<milliseconds> stop_grace) {
+  const auto show = [](milliseconds d) { return format_duration(d); };
+  schedule_check out;
+  out.lease = lease;
+  out.problems = baton::check(lease);
+  if (!out.problems.empty()) return out;
+  const auto drift = lease.effective_drift_margin();
+  const auto limit = detail::stop_grace_limit(lease);
+  if (limit <= milliseconds::zero()) {
+    out.problems.push_back(
+        {"transition",
+         "transition (" + show(lease.transition) + ") must be greater than the drift margin (" +
+             show(drift) +
+             "), so that jobs can be stopped before the lease ends: raise transition (e.g. to "
+             "half of ttl)"});
+    return out;
+  }
+  out.stop_grace = stop_grace.value_or(detail::default_stop_grace(lease));
+  if (out.stop_grace < milliseconds::zero())
+    out.problems.push_back({"stop_grace", "stop_grace must not be negative"});
+  else if (out.stop_grace >= limit)
+    out.problems.push_back(
+        {"stop_grace",
+         "stop_grace (" + show(out.stop_grace) + ") must be less than transition - drift margin (" +
+             show(lease.transition) + " - " + show(drift) + " = " + show(limit) +
+             "), else jobs would be stopped before every renewal: lower stop_grace or raise "
+             "transition"});
+  return out;
+}
+
+schedule_check check(const schedule_options& s, const contend_options& fallback_lease) {
+  std::vector<setting_problem> problems;
+  if (auto why = mutex_name_error(s.name); !why.empty())
+    problems.push_back({"name", "invalid name: " + why});
+  if (!s.job) problems.push_back({"job", "no job"});
+  if (const auto* every = std::get_if<every_trigger>(&s.when)) {
+    if (every->period <= milliseconds::zero())
+      problems.push_back({"every", "every: the period must be positive"});
+    if (every->initial_delay < milliseconds::zero())
+      problems.push_back({"initial_delay", "initial_delay must not be negative"});
+  }
+  if (s.timeout < milliseconds::zero())
+    problems.push_back({"timeout", "timeout must not be negative"});
+  auto out = check_lease(s.lease ? *s.lease : fallback_lease, s.stop_grace);
+  problems.insert(problems.end(), out.problems.begin(), out.problems.end());
+  out.problems = std::move(problems);
+  return out;
+}
+
 struct scheduler::pool {
   std::shared_ptr<detail::job_pool> jobs;
 };
@@ -487,32 +539,20 @@ void scheduler::add(schedule_options s) {
     for (const auto& r : runners_)
       if (r->name() == s.name) throw std::invalid_argument(where + ": duplicate name");
   }
-  if (!s.job) throw std::invalid_argument(where + ": no job");
-  if (const auto* every = std::get_if<every_trigger>(&s.when)) {
-    if (every->period <= std::chrono::milliseconds::zero())
-      throw std::invalid_argument(where + ": every: the period must be positive");
-    if (every->initial_delay < std::chrono::milliseconds::zero())
-      throw std::invalid_argument(where + ": initial_delay must not be negative");
+  const contend_options fallback = options_.lease ? *options_.lease : backend_.default_options();
+  auto checked = baton::check(s, fallback);
+  if (!checked.problems.empty()) {
+    std::string what;
+    for (const auto& p : checked.problems) {
+      const bool lease_field = p.field != "name" && p.field != "job" && p.field != "every" &&
+                               p.field != "initial_delay" && p.field != "timeout" &&
+                               p.field != "stop_grace";
+      what += (what.empty() ? "" : "; ") + std::string(lease_field ? "lease: " : "") + p.message;
+    }
+    throw std::invalid_argument(where + ": " + what);
   }
-  if (s.timeout < std::chrono::milliseconds::zero())
-    throw std::invalid_argument(where + ": timeout must not be negative");
-  const contend_options lease = s.lease          ? *s.lease
-                                : options_.lease ? *options_.lease
-                                                 : backend_.default_options();
-  try {
-    validate(lease);
-  } catch (const std::invalid_argument& e) {
-    throw std::invalid_argument(where + ": lease: " + e.what());
-  }
-  const auto limit = detail::stop_grace_limit(lease);
-  const auto grace = s.stop_grace.value_or(detail::default_stop_grace(lease));
-  if (grace < std::chrono::milliseconds::zero())
-    throw std::invalid_argument(where + ": stop_grace must not be negative");
-  if (grace > std::chrono::milliseconds::zero() && grace >= limit)
-    throw std::invalid_argument(
-        where + ": stop_grace (" + std::to_string(grace.count()) +
-        " ms) must be less than the lease transition minus the drift margin (" +
-        std::to_string(limit.count()) + " ms), or jobs would be stopped before every renewal");
+  const contend_options lease = checked.lease;
+  const auto grace = checked.stop_grace;
   auto name = s.name;
   auto runner = std::make_shared<detail::schedule_runner>(
       std::move(s), lease, grace, id_, runtime_.io(), pool_->jobs, options_.clock);

@@ -280,6 +280,36 @@ TEST_P(daemon_config_error, validate_and_run_exit_2_naming_file_and_json_path) {
 INSTANTIATE_TEST_SUITE_P(all, daemon_config_error, ::testing::ValuesIn(bad_configs()),
                          [](const auto& info) { return info.param.name; });
 
+// validate and run check against the same lease defaults: a ZooKeeper lease follows its
+// session_timeout (ttl 1s, transition 2s for 3s), so a stop_grace of 2.5s fails both, with the
+// same message, before any server is contacted (nothing listens on port 1). So does an unknown
+// parameter, which the ZooKeeper backend used to ignore with a warning.
+TEST(daemon_config_error_backend, validate_and_run_agree_on_a_zookeeper_lease_and_unknown_keys) {
+  const fs::path dir = baton::test::temp_dir("daemon-validate-run");
+  const std::string schedules =
+      R"("schedules": [{"name": "a", "every": "5s", "command": ["/bin/true"]}]})";
+  const std::vector<std::pair<std::string, std::string>> cases{
+      {R"({"backend": {"type": "zookeeper", "hosts": "127.0.0.1:1", "session_timeout": "3s"},
+           "lease": {"stop_grace": "2500ms"}, )" +
+           schedules,
+       "/lease/stop_grace: stop_grace (2500ms) must be less than transition - drift margin (2s - "
+       "60ms = 1940ms)"},
+      {R"({"backend": {"type": "zookeeper", "hosts": "127.0.0.1:1", "sesion_timeout": "3s"}, )" +
+           schedules,
+       "/backend/sesion_timeout: unknown key \"sesion_timeout\" (did you mean "
+       "\"session_timeout\"?)"},
+  };
+  for (const auto& [json, expected] : cases) {
+    write_file(dir / "baton.json", json);
+    auto v = run_baton({"validate", "--config", (dir / "baton.json").string()}, 15s);
+    auto r = run_baton({"run", "--config", (dir / "baton.json").string()}, 15s);
+    EXPECT_EQ(v.status, 2) << v.err;
+    EXPECT_EQ(r.status, 2) << r.err;
+    EXPECT_THAT(v.err, HasSubstr((dir / "baton.json").string() + ": " + expected));
+    EXPECT_EQ(v.err, r.err);
+  }
+}
+
 TEST(daemon_config_error_backend, run_reports_a_parameter_the_backend_rejects_with_exit_2) {
   const fs::path dir = baton::test::temp_dir("daemon-bad-backend");
   write_file(dir / "baton.json",

@@ -18,7 +18,7 @@ namespace baton::test {
 
 namespace fs = std::filesystem;
 
-std::string daemon_path() { return std::string(BATON_BINARY_DIR) + "/examples/baton"; }
+std::string daemon_path() { return std::string(BATON_BINARY_DIR) + "/daemon/baton"; }
 
 std::string read_file(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);

@@ -11,7 +11,7 @@
 
 namespace baton::test {
 
-/// build/examples/baton.
+/// build/daemon/baton.
 std::string daemon_path();
 
 /// The whole file, or "" if it cannot be read.

@@ -4,6 +4,7 @@
 #include <zookeeper/zookeeper.h>
 
 #include "baton/backends/zookeeper/detail.hpp"
+#include "baton/mutex/backend_descriptor.hpp"
 #include "baton/mutex/errc.hpp"
 
 using namespace std::chrono_literals;
@@ -90,13 +91,27 @@ TEST(zookeeper_settings, session_timeout_and_credentials_are_checked) {
 }
 
 TEST(zookeeper_settings, durations) {
-  EXPECT_EQ(zk::parse_duration("250ms", "x"), 250ms);
-  EXPECT_EQ(zk::parse_duration("6s", "x"), 6s);
-  EXPECT_EQ(zk::parse_duration("5m", "x"), 5min);
-  EXPECT_EQ(zk::parse_duration("2h", "x"), 2h);
-  EXPECT_EQ(zk::parse_duration("1d", "x"), 24h);
-  for (const char* bad : {"", "s", "1", "1.5s", "-1s", "1 s", "1sec"})
-    EXPECT_THROW(zk::parse_duration(bad, "x"), std::invalid_argument) << bad;
+  auto timeout = [](const char* text) {
+    return zk::parse_settings(config({{"hosts", "a:1"}, {"session_timeout", text}}))
+        .session_timeout;
+  };
+  EXPECT_EQ(timeout("250ms"), 250ms);
+  EXPECT_EQ(timeout("6s"), 6s);
+  EXPECT_EQ(timeout("5m"), 5min);
+  EXPECT_EQ(timeout("1h"), 1h);
+  for (const char* bad : {"", "s", "1", "1.5s", "-1s", "1 s", "1sec", "2h"})
+    EXPECT_THROW(timeout(bad), std::invalid_argument) << bad;
+}
+
+TEST(zookeeper_settings, an_unknown_parameter_is_an_error_like_every_backend) {
+  try {
+    zk::parse_settings(config({{"hosts", "a:1"}, {"sesion_timeout", "5s"}}));
+    FAIL() << "accepted";
+  } catch (const baton::backend_param_error& e) {
+    EXPECT_EQ(e.param(), "sesion_timeout");
+    EXPECT_NE(std::string(e.what()).find("did you mean \"session_timeout\"?"), std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(zookeeper_lock_names, carry_the_guid_and_sort_by_sequence) {

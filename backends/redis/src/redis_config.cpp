@@ -1,5 +1,6 @@
 #include "redis_config.hpp"
 
+#include "baton/backends/redis/redis_backend.hpp"
 #include "baton/mutex/duration.hpp"
 
 #include <charconv>
@@ -129,42 +130,52 @@ endpoint parse_url(const std::string& url) {
   return ep;
 }
 
-std::chrono::milliseconds parse_duration(const std::string& what, const std::string& value) {
+namespace {
+
+// A duration parameter; throws naming `what` when malformed or not positive.
+std::chrono::milliseconds duration_param(const std::string& what, const std::string& value) {
   auto d = baton::parse_duration(value);
   if (!d || d->count() <= 0)
-    throw std::invalid_argument("redis backend: " + what + " '" + value +
-                                "' is not a positive duration (e.g. 250ms, 2s, 1m)");
+    throw backend_param_error(what, "redis backend: " + what + " '" + value +
+                                        "' is not a positive duration (" +
+                                        std::string(duration_hint) + ")");
   return *d;
 }
 
+}  // namespace
+
+contend_options lease_defaults(const settings& s) {
+  contend_options defaults;
+  defaults.poll_interval = s.poll_interval;
+  return defaults;
+}
+
 settings parse_settings(const backend_config& config) {
+  check_params(descriptor(), config);
   settings s;
-  bool has_url = false;
   for (const auto& [key, value] : config.params) {
     if (key == "url") {
-      s.server = parse_url(value);
-      has_url = true;
+      try {
+        s.server = parse_url(value);
+      } catch (const std::invalid_argument& e) {
+        throw backend_param_error("url", e.what());
+      }
     } else if (key == "key_prefix") {
       if (value.find_first_of("{}") != std::string::npos)
-        throw std::invalid_argument("redis backend: key_prefix '" + value +
-                                    "' must not contain '{' or '}' (the mutex name is the hash "
-                                    "tag)");
+        throw backend_param_error("key_prefix", "redis backend: key_prefix '" + value +
+                                                    "' must not contain '{' or '}' (the mutex "
+                                                    "name is the hash tag)");
       s.key_prefix = value;
     } else if (key == "poll_interval") {
-      s.poll_interval = parse_duration(key, value);
+      s.poll_interval = duration_param(key, value);
     } else if (key == "connect_timeout") {
-      s.connect_timeout = parse_duration(key, value);
+      s.connect_timeout = duration_param(key, value);
     } else if (key == "command_timeout") {
-      s.command_timeout = parse_duration(key, value);
+      s.command_timeout = duration_param(key, value);
     } else if (key == "handoff_window") {
-      s.handoff_window = parse_duration(key, value);
-    } else {
-      throw std::invalid_argument("redis backend: unknown parameter '" + key +
-                                  "' (known: url, key_prefix, poll_interval, connect_timeout, "
-                                  "command_timeout, handoff_window)");
-    }
+      s.handoff_window = duration_param(key, value);
+    }  // check_params() refused every other key
   }
-  if (!has_url) throw std::invalid_argument("redis backend: parameter 'url' is missing");
   return s;
 }
 

@@ -31,11 +31,11 @@ struct settings {
 /// what is wrong.
 endpoint parse_url(const std::string& url);
 
-/// A duration parameter: an integer with a unit (ms, s, m). Throws std::invalid_argument naming
-/// `what` when malformed or not positive.
-std::chrono::milliseconds parse_duration(const std::string& what, const std::string& value);
-
-/// All settings of `config` (type "redis"); throws std::invalid_argument naming the parameter.
+/// All settings of `config` (type "redis"); throws backend_param_error naming the parameter.
 settings parse_settings(const backend_config& config);
+
+/// The backend's default_options(): baton's defaults with the configured poll_interval (waiters
+/// are woken over pub/sub; polling only covers a lost message or a crashed owner).
+contend_options lease_defaults(const settings& s);
 
 }  // namespace baton::backends::redis::detail

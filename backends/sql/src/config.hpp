@@ -8,13 +8,16 @@
 
 namespace baton::backends::sql::detail {
 
-/// "250ms", "5s", "2m", "1h", "1d" -> milliseconds; throws std::invalid_argument naming the
-/// backend `type` and `param`.
-std::chrono::milliseconds parse_duration(std::string_view text, std::string_view type,
-                                         std::string_view param);
+/// parse_options(); `host_checks` false skips what depends on this host (the sqlite file's
+/// directory exists), for computing defaults before the backend is built.
+sql_options parse_options(const backend_config& config, bool host_checks);
 
-/// Throws std::invalid_argument naming the field when `options` are unusable.
-void validate(const sql_options& options);
+/// Throws backend_param_error naming the field when `options` are unusable; `host_checks`:
+/// also check this host (the sqlite file's directory exists).
+void validate(const sql_options& options, bool host_checks = true);
+
+/// The backend's default_options(): baton's defaults with the configured poll_interval.
+contend_options lease_defaults(const sql_options& options);
 
 /// The connection string handed to SOCI: the configured one plus connect/read timeouts,
 /// keepalives and the like derived from statement_timeout, where the user did not set them.

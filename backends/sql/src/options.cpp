@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <set>
 #include <stdexcept>
+#include "baton/mutex/backend_descriptor.hpp"
 #include "baton/mutex/duration.hpp"
 
 #include "config.hpp"
@@ -28,8 +29,8 @@ namespace detail {
 namespace {
 
 [[noreturn]] void bad_param(std::string_view type, std::string_view param, const std::string& why) {
-  throw std::invalid_argument(std::string(type) + " backend: parameter '" + std::string(param) +
-                              "': " + why);
+  throw backend_param_error(std::string(param), std::string(type) + " backend: parameter '" +
+                                                    std::string(param) + "': " + why);
 }
 
 bool is_space(char c) { return std::isspace(static_cast<unsigned char>(c)) != 0; }
@@ -122,15 +123,24 @@ long long ceil_seconds(std::chrono::milliseconds timeout, long long min_seconds)
   return std::max(min_seconds, static_cast<long long>((timeout.count() + 999) / 1000));
 }
 
-std::chrono::milliseconds parse_duration(std::string_view text, std::string_view type,
+namespace {
+
+std::chrono::milliseconds duration_param(std::string_view text, std::string_view type,
                                          std::string_view param) {
   if (auto d = baton::parse_duration(text)) return *d;
   bad_param(type, param,
-            "bad duration '" + std::string(text) +
-                "' (expected a whole number and a unit: ms, s, m, h, d, as in '250ms' or '5s')");
+            "bad duration '" + std::string(text) + "' (" + std::string(duration_hint) + ")");
 }
 
-void validate(const sql_options& o) {
+}  // namespace
+
+contend_options lease_defaults(const sql_options& o) {
+  contend_options defaults;
+  defaults.poll_interval = o.poll_interval;
+  return defaults;
+}
+
+void validate(const sql_options& o, bool host_checks) {
   const auto type = to_string(o.kind);
   const char* conn_param = o.kind == dialect::sqlite ? "path" : "connection";
   if (o.connection.empty()) bad_param(type, conn_param, "must not be empty");
@@ -149,7 +159,7 @@ void validate(const sql_options& o) {
       bad_param(type, "path", "must not contain '\"'");
     std::filesystem::path dir = std::filesystem::path(o.connection).parent_path();
     std::error_code ec;
-    if (!dir.empty() && !std::filesystem::is_directory(dir, ec))
+    if (host_checks && !dir.empty() && !std::filesystem::is_directory(dir, ec))
       bad_param(type, "path", "directory '" + dir.string() + "' does not exist");
   } else if (o.kind == dialect::postgresql) {
     if (!is_uri(o.connection)) keyword_keys(type, o.connection);
@@ -196,6 +206,10 @@ std::string soci_connect_string(const sql_options& o) {
 }  // namespace detail
 
 sql_options parse_options(const backend_config& config) {
+  return detail::parse_options(config, true);
+}
+
+sql_options detail::parse_options(const backend_config& config, bool host_checks) {
   sql_options o;
   if (config.type == "sqlite")
     o.kind = dialect::sqlite;
@@ -206,13 +220,12 @@ sql_options parse_options(const backend_config& config) {
   else
     throw std::invalid_argument("sql backend: unknown type '" + config.type +
                                 "' (expected sqlite, postgresql or mysql)");
+  check_params(descriptor(o.kind), config);
   const std::string_view type = config.type;
   const std::string conn_param = o.kind == dialect::sqlite ? "path" : "connection";
-  bool has_connection = false;
   for (const auto& [key, value] : config.params) {
     if (key == conn_param) {
       o.connection = value;
-      has_connection = true;
     } else if (key == "table") {
       o.table = value;
     } else if (key == "create_table") {
@@ -229,17 +242,12 @@ sql_options parse_options(const backend_config& config) {
         detail::bad_param(type, key, "expected a number, got '" + value + "'");
       o.pool_size = n;
     } else if (key == "poll_interval") {
-      o.poll_interval = detail::parse_duration(value, type, key);
+      o.poll_interval = detail::duration_param(value, type, key);
     } else if (key == "statement_timeout") {
-      o.statement_timeout = detail::parse_duration(value, type, key);
-    } else {
-      detail::bad_param(type, key,
-                        "unknown parameter (known: " + conn_param +
-                            ", table, create_table, pool_size, poll_interval, statement_timeout)");
-    }
+      o.statement_timeout = detail::duration_param(value, type, key);
+    }  // check_params() refused every other key
   }
-  if (!has_connection) detail::bad_param(type, conn_param, "missing (required)");
-  detail::validate(o);
+  detail::validate(o, host_checks);
   return o;
 }
 

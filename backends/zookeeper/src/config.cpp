@@ -9,7 +9,7 @@
 #include "baton/mutex/duration.hpp"
 
 #include "baton/backends/zookeeper/detail.hpp"
-#include "baton/mutex/detail/log.hpp"
+#include "baton/backends/zookeeper/zookeeper_backend.hpp"
 
 namespace baton::backends::zookeeper::detail {
 namespace {
@@ -18,7 +18,8 @@ constexpr std::string_view lock_marker = "-lock-";
 constexpr std::size_t sequence_digits = 10;  // ZooKeeper appends %010d
 
 [[noreturn]] void bad(std::string_view param, const std::string& why) {
-  throw std::invalid_argument("zookeeper backend: parameter '" + std::string(param) + "' " + why);
+  throw backend_param_error(std::string(param),
+                            "zookeeper backend: parameter '" + std::string(param) + "' " + why);
 }
 
 bool host_char(char c) {
@@ -65,12 +66,18 @@ std::string check_host_entry(std::string_view entry, std::string_view all) {
 
 }  // namespace
 
-std::chrono::milliseconds parse_duration(std::string_view text, std::string_view what) {
-  if (auto d = baton::parse_duration(text)) return *d;
-  throw std::invalid_argument("zookeeper backend: parameter '" + std::string(what) + "' ('" +
-                              std::string(text) +
-                              "') is not a duration: use a whole number and a unit, e.g. "
-                              "250ms, 6s, 1m");
+contend_options lease_defaults(const settings& s) {
+  using std::chrono::milliseconds;
+  const auto timeout = s.session_timeout;
+  contend_options o;
+  o.ttl = std::max(milliseconds{1}, timeout / 3);
+  o.transition = timeout - o.ttl;
+  o.retry_period = std::clamp(timeout / 4, milliseconds{50}, milliseconds{1'000});
+  // Below ttl (baton::check): only matters for session timeouts under 150 ms.
+  if (o.retry_period >= o.ttl) o.retry_period = std::max(milliseconds{1}, o.ttl / 2);
+  o.poll_interval = timeout;
+  o.max_backoff = std::max(o.retry_period, milliseconds{5'000});
+  return o;
 }
 
 std::string path_error(std::string_view path) {
@@ -95,12 +102,7 @@ std::string path_error(std::string_view path) {
 }
 
 settings parse_settings(const backend_config& config) {
-  static const char* known[] = {"hosts", "session_timeout", "root", "username", "password"};
-  for (const auto& [key, value] : config.params) {
-    if (std::find_if(std::begin(known), std::end(known), [&](const char* k) { return key == k; }) ==
-        std::end(known))
-      baton::detail::log().warn("zookeeper backend: ignoring unknown parameter '{}'", key);
-  }
+  check_params(descriptor(), config);
   auto param = [&](const char* key) -> const std::string* {
     auto it = config.params.find(key);
     return it == config.params.end() ? nullptr : &it->second;
@@ -132,7 +134,11 @@ settings parse_settings(const backend_config& config) {
   }
 
   if (const auto* t = param("session_timeout")) {
-    s.session_timeout = parse_duration(*t, "session_timeout");
+    auto timeout = baton::parse_duration(*t);
+    if (!timeout)
+      bad("session_timeout",
+          "('" + *t + "') is not a duration (" + std::string(duration_hint) + ")");
+    s.session_timeout = *timeout;
     if (s.session_timeout < std::chrono::milliseconds{100} ||
         s.session_timeout > std::chrono::hours{1})
       bad("session_timeout", "('" + *t + "') must be between 100ms and 1h");

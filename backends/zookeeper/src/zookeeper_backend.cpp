@@ -6,6 +6,7 @@
 
 #include "baton/backends/zookeeper/detail.hpp"
 #include "baton/mutex/detail/log.hpp"
+#include "baton/mutex/duration.hpp"
 #include "baton/mutex/errc.hpp"
 #include "baton/mutex/names.hpp"
 #include "contend.hpp"
@@ -22,17 +23,9 @@ class zk_backend final : public mutex_backend {
 
   std::string_view type() const noexcept override { return "zookeeper"; }
 
-  // The session timeout governs the lease here: ttl + transition = the requested timeout, so
-  // locker waits and unlock bounds match it. Only retry_period and max_backoff are used.
+  // The session timeout governs the lease here (detail::lease_defaults).
   contend_options default_options() const override {
-    const auto timeout = session_->config().session_timeout;
-    contend_options o;
-    o.ttl = std::max(milliseconds{1}, timeout / 3);
-    o.transition = timeout - o.ttl;
-    o.retry_period = std::clamp(timeout / 4, milliseconds{50}, milliseconds{1'000});
-    o.poll_interval = timeout;
-    o.max_backoff = std::max(o.retry_period, milliseconds{5'000});
-    return o;
+    return detail::lease_defaults(session_->config());
   }
 
   std::shared_ptr<contend_service> make_contend_service(const std::string& name,
@@ -128,6 +121,35 @@ std::shared_ptr<mutex_backend> make_backend(const backend_config& config, runtim
           settings.hosts, wait.count());
   }
   return std::make_shared<zk_backend>(std::move(session));
+}
+
+const backend_descriptor& descriptor() {
+  static const backend_descriptor d = [] {
+    const detail::settings defaults;
+    backend_descriptor d;
+    d.type = "zookeeper";
+    d.doc =
+        "ZooKeeper: ephemeral sequential nodes, predecessor watches; lease from session_timeout";
+    d.params = {
+        {"hosts", param_kind::text, true, "", false,
+         "host:port[,host:port...][/chroot] (port 2181 when omitted)"},
+        {"session_timeout", param_kind::duration, false, format_duration(defaults.session_timeout),
+         false,
+         "requested session timeout, 100ms..1h; the default lease is ttl = a third of it, "
+         "transition = the rest"},
+        {"root", param_kind::text, false, "/baton", false,
+         "the folder of the mutexes (below the chroot)"},
+        {"username", param_kind::text, false, "", false,
+         "digest ACL user (needs password; no ':')"},
+        {"password", param_kind::text, false, "", true, "digest ACL password (needs username)"},
+    };
+    d.default_lease = [](const backend_config& config) {
+      return detail::lease_defaults(detail::parse_settings(config));
+    };
+    d.make = [](const backend_config& config, runtime& rt) { return make_backend(config, rt); };
+    return d;
+  }();
+  return d;
 }
 
 namespace detail {

@@ -68,7 +68,8 @@ struct schedule_config {
   std::optional<std::chrono::milliseconds> kill_grace;  ///< overrides the top-level kill_grace
   misfire_policy misfire = misfire_policy::run_once;
   lease_config lease;  ///< this schedule's `lease` object only (see daemon_config::lease_for)
-  std::string path;    ///< JSON path of the entry, "/schedules/3", for messages
+  bool lease_present = false;  ///< the schedule has a `lease` object (even an empty one)
+  std::string path;            ///< JSON path of the entry, "/schedules/3", for messages
 };
 
 /// A whole config file.
@@ -77,6 +78,10 @@ struct daemon_config {
   std::filesystem::path base_dir;  ///< the config file's directory (relative paths resolve here)
   /// `backend`: type and parameters as strings (a relative sqlite `path` already resolved).
   backend_config backend;
+  /// The lease options the backend uses by default (baton::default_lease of `backend`, the
+  /// descriptor's, without connecting): what `run`'s backend->default_options() returns. The
+  /// checks of the file ran against these.
+  contend_options backend_defaults;
   lease_config lease;  ///< the top-level `lease`
   /// Between SIGTERM and SIGKILL for a command asked to stop; unset: the schedule's stop_grace,
   /// so that a command ignoring SIGTERM is gone before the lease ends.

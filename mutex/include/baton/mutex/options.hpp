@@ -1,6 +1,8 @@
 #pragma once
-/// Timing settings of a contend service.
+/// Timing settings of a contend service, and the one place their rules live.
 #include <chrono>
+#include <string>
+#include <vector>
 
 namespace baton {
 
@@ -23,7 +25,28 @@ struct contend_options {
   std::chrono::milliseconds effective_drift_margin() const noexcept;
 };
 
-/// Throws std::invalid_argument naming the field when the options are inconsistent.
+/// One problem with a setting: the field it concerns ("retry_period") and why. `also` names the
+/// other fields the rule involves ("ttl"), so that a caller can point at whichever one the user
+/// set (the config names JSON paths this way).
+struct setting_problem {
+  std::string field;
+  std::string message;
+  std::vector<std::string> also = {};
+
+  friend bool operator==(const setting_problem&, const setting_problem&) = default;
+};
+
+/// The messages of `problems` joined with "; " (empty when there are none).
+std::string join_messages(const std::vector<setting_problem>& problems);
+
+/// Every problem of `options`; empty when they are usable. The lease rules: ttl > 0,
+/// transition >= 0, 0 < retry_period < ttl (a failed renewal is retried before the lease runs
+/// out), poll_interval > 0, max_backoff >= retry_period, drift_margin >= 0 and below
+/// ttl + transition.
+std::vector<setting_problem> check(const contend_options& options);
+
+/// Throws std::invalid_argument ("lease options: " + the messages of check()) when `options`
+/// are inconsistent.
 void validate(const contend_options& options);
 
 }  // namespace baton

@@ -35,6 +35,28 @@ struct schedule_options {
   misfire_policy misfire = misfire_policy::run_once;
 };
 
+/// A schedule's lease and stop_grace as the scheduler runs it, and every problem found on the
+/// way (empty `problems`: add() accepts it, unless the name is taken).
+struct schedule_check {
+  contend_options lease;
+  std::chrono::milliseconds stop_grace{0};
+  /// Fields: "name", "job", "every", "initial_delay", "timeout", "stop_grace", or a field of
+  /// the lease ("ttl", "transition", ...; see baton::check(const contend_options&)).
+  std::vector<setting_problem> problems;
+};
+
+/// The lease rules (baton::check) and the stop_grace rules of a schedule: transition must exceed
+/// the drift margin (so that jobs can be stopped before the lease ends) and stop_grace, unset:
+/// detail::default_stop_grace(lease), must stay below transition - drift margin.
+schedule_check check_lease(const contend_options& lease,
+                           std::optional<std::chrono::milliseconds> stop_grace);
+
+/// Resolves `s` the way scheduler::add() does (its own lease, else `fallback_lease`: the
+/// scheduler's lease, else the backend's default_options()) and checks everything add() checks
+/// except that the name is free. The one set of schedule rules: add() throws with these
+/// messages, the config maps their fields to JSON paths.
+schedule_check check(const schedule_options& s, const contend_options& fallback_lease);
+
 /// Settings shared by every schedule of a scheduler.
 struct scheduler_options {
   /// Most threads of the job pool (jobs never run on io threads). Threads start only when a job

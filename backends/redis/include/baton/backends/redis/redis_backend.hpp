@@ -3,6 +3,7 @@
 #include <memory>
 
 #include "baton/mutex/backend.hpp"
+#include "baton/mutex/backend_descriptor.hpp"
 #include "baton/mutex/runtime.hpp"
 
 namespace baton::backends::redis {
@@ -19,5 +20,8 @@ namespace baton::backends::redis {
 /// naming the parameter (and the URL, password masked) when a value is malformed. Does not
 /// wait for the server: an unreachable server shows up as errc::connection_lost later.
 std::shared_ptr<mutex_backend> make_backend(const backend_config& config, runtime& rt);
+
+/// The "redis" type: its parameters (above), its default lease and make_backend().
+const backend_descriptor& descriptor();
 
 }  // namespace baton::backends::redis

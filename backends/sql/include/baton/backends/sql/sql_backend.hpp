@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "baton/mutex/backend.hpp"
+#include "baton/mutex/backend_descriptor.hpp"
 #include "baton/mutex/runtime.hpp"
 
 namespace baton::backends::sql {
@@ -47,6 +48,10 @@ std::shared_ptr<mutex_backend> make_backend(const sql_options& options, runtime&
 
 /// make_backend(parse_options(config), rt).
 std::shared_ptr<mutex_backend> make_backend(const backend_config& config, runtime& rt);
+
+/// The "sqlite", "postgresql" or "mysql" type: its parameters (sql_options), its default lease
+/// and make_backend().
+const backend_descriptor& descriptor(dialect d);
 
 /// The DDL shipped as backends/sql/schema/<dialect>.sql, for table `table`; the backend runs
 /// exactly this when it creates the table.

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "baton/mutex/backend.hpp"
+#include "baton/mutex/options.hpp"
 
 namespace baton::backends::zookeeper::detail {
 
@@ -29,11 +30,14 @@ struct settings {
 };
 
 /// Parses and checks the `hosts`, `session_timeout`, `root`, `username` and `password`
-/// parameters. Throws std::invalid_argument naming the parameter.
+/// parameters. Throws backend_param_error naming the parameter (an unknown one too).
 settings parse_settings(const backend_config& config);
 
-/// "250ms", "6s", "5m", "2h", "1d" -> milliseconds; throws std::invalid_argument naming `what`.
-std::chrono::milliseconds parse_duration(std::string_view text, std::string_view what);
+/// The backend's default_options(): the session timeout governs the lease, ttl + transition =
+/// the requested timeout (ttl a third of it), so locker waits and unlock bounds match it. Only
+/// retry_period (a quarter of the timeout within 50ms..1s, and below ttl) and max_backoff are
+/// used by the contend service.
+contend_options lease_defaults(const settings& s);
 
 /// Empty when `path` is a valid absolute ZooKeeper path other than "/", else why not.
 std::string path_error(std::string_view path);

@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "baton/mutex/backend.hpp"
+#include "baton/mutex/backend_descriptor.hpp"
 #include "baton/mutex/runtime.hpp"
 
 namespace baton::backends::zookeeper {
@@ -17,5 +18,9 @@ namespace baton::backends::zookeeper {
 /// session timeout) for the first connection; an unreachable server is logged, not fatal:
 /// operations then fail with errc::connection_lost until it can be reached.
 std::shared_ptr<mutex_backend> make_backend(const backend_config& config, runtime& rt);
+
+/// The "zookeeper" type: its parameters (above), its default lease (derived from
+/// session_timeout, detail::lease_defaults) and make_backend().
+const backend_descriptor& descriptor();
 
 }  // namespace baton::backends::zookeeper

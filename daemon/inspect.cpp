@@ -91,9 +91,13 @@ std::string find_program(const std::string& program) {
 std::string describe_backend(const backend_config& backend) {
   static const std::regex password_kv(R"((password\s*=\s*)('[^']*'|\S+))", std::regex::icase);
   static const std::regex url_password(R"((://[^:/@]*:)[^@/]*@)");
+  const backend_descriptor* descriptor = find_backend(backend.type);
   std::string out = backend.type;
   for (const auto& [key, value] : backend.params) {
-    std::string shown = key == "password" ? std::string("***") : value;
+    // Whole-value secrets by the descriptor; passwords inside connection strings and URLs too.
+    const param_descriptor* param = descriptor ? descriptor->find(key) : nullptr;
+    const bool secret = param ? param->secret : key == "password";
+    std::string shown = secret ? std::string("***") : value;
     shown = std::regex_replace(shown, password_kv, "$1***");
     shown = std::regex_replace(shown, url_password, "$1***@");
     out += " " + key + "=" + shown;
@@ -108,23 +112,9 @@ int validate(const command_line& cl) {
   if (!config) return exit_usage;
   configure_logging(cl.log_level.value_or("warn"));
 
-  // Let the scheduler check what it checks, without contacting the configured backend.
-  const contend_options defaults{};
-  {
-    runtime rt(runtime::options{1, 1});
-    auto memory = make_backend(backend_config{"memory", {}}, rt);
-    scheduler dry(*memory, rt, config::make_scheduler_options(*config, defaults));
-    bool failed = false;
-    for (const auto& s : config->schedules) {
-      try {
-        dry.add(config::make_schedule_options(*config, s, defaults));
-      } catch (const std::invalid_argument& e) {
-        std::cerr << config->source << ": " << s.path << ": " << e.what() << "\n";
-        failed = true;
-      }
-    }
-    if (failed) return exit_usage;
-  }
+  // load_config() checked the schedules the way `run` does, against the lease defaults of the
+  // configured backend (from its descriptor and parameters), without contacting it.
+  const contend_options& defaults = config->backend_defaults;
 
   std::ostream& out = std::cout;
   const auto now = system_clock::now();

@@ -36,8 +36,12 @@ struct command_line {
 /// Parses argv; throws usage_error.
 command_line parse_command_line(const std::vector<std::string>& args);
 
-/// The --help text.
+/// The --help text (ends with backends_help()).
 std::string usage();
+
+/// Every backend type of this build with its parameters, defaults and doc lines, from the
+/// backend descriptors (baton::backend_descriptors()).
+std::string backends_help();
 
 /// The project version ("0.1.0").
 const char* version();

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <charconv>
 
+#include "baton/backends/factory.hpp"
+
 namespace baton::daemon {
 
 namespace {
@@ -13,6 +15,43 @@ const std::vector<std::string> levels{"trace", "debug", "info", "warn", "error"}
 }  // namespace
 
 const char* version() { return BATON_VERSION; }
+
+std::string backends_help() {
+  constexpr std::size_t doc_column = 30;
+  std::string out =
+      "Backends of this build (the config's \"backend\": {\"type\": TYPE, PARAMETER: VALUE, "
+      "...}):\n";
+  for (const auto* d : backend_descriptors()) {
+    out += "  " + d->type + ": " + d->doc + "\n";
+    if (d->params.empty()) out += "    (no parameters)\n";
+    for (const auto& p : d->params) {
+      std::string head = "    " + p.name;
+      if (p.required)
+        head += " (required)";
+      else if (!p.default_value.empty())
+        head += " = " + p.default_value;
+      if (p.secret) head += " (secret)";
+      head.resize(std::max<std::size_t>(head.size() + 2, doc_column), ' ');
+      // The doc line, wrapped at 100 columns under its own column.
+      std::string line = head;
+      std::size_t start = 0;
+      while (start < p.doc.size()) {
+        std::size_t end = p.doc.size();
+        if (line.size() + (end - start) > 100) {
+          end = p.doc.rfind(' ', start + (100 - line.size()));
+          if (end == std::string::npos || end <= start) end = p.doc.size();
+        }
+        out += line + p.doc.substr(start, end - start) + "\n";
+        line.assign(doc_column, ' ');
+        start = end < p.doc.size() ? end + 1 : end;
+      }
+    }
+  }
+  out +=
+      "Durations are a whole number and a unit: 250ms, 10s, 5m, 2h, 1d. Unknown parameters are "
+      "errors.\n";
+  return out;
+}
 
 std::string usage() {
   return R"(baton - singleton periodic jobs across a cluster (a cluster-wide cron)
@@ -37,7 +76,8 @@ Exit status: 0 normal, 1 runtime failure, 2 bad arguments or config (the message
 file and JSON path). During `run`, a second SIGTERM/SIGINT exits at once with 128 + signal,
 without waiting for jobs or releasing (each job's supervisor ends its whole process tree
 within kill_grace; other nodes take over when the lease expires).
-)";
+
+)" + backends_help();
 }
 
 command_line parse_command_line(const std::vector<std::string>& args) {

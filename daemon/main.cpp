@@ -1,4 +1,5 @@
-// baton: the cluster-wide cron daemon. See `baton --help` and cli.cpp for the command line.
+// baton: the cluster-wide cron daemon (daemon/). See `baton --help` and cli.cpp for the command
+// line.
 #include <iostream>
 #include <string>
 #include <vector>

@@ -51,30 +51,6 @@ struct running_schedule {
   milliseconds kill_grace{0};
 };
 
-/// Builds the options of every schedule of `config` and checks them the way the scheduler will
-/// (on a dry scheduler over the memory backend, with the real backend's lease defaults). Every
-/// problem goes to `errors` as "FILE: /json/path: message".
-void check_schedules(const config::daemon_config& config, const contend_options& defaults,
-                     std::vector<std::string>& errors) {
-  runtime rt(runtime::options{1, 1});
-  auto memory = make_backend(backend_config{"memory", {}}, rt);
-  std::unique_ptr<scheduler> dry;
-  try {
-    dry = std::make_unique<scheduler>(*memory, rt,
-                                      config::make_scheduler_options(config, defaults, "validate"));
-  } catch (const std::invalid_argument& e) {
-    errors.push_back(config.source + ": /lease: " + e.what());
-    return;
-  }
-  for (const auto& s : config.schedules) {
-    try {
-      dry->add(config::make_schedule_options(config, s, defaults));
-    } catch (const std::invalid_argument& e) {
-      errors.push_back(config.source + ": " + s.path + ": " + e.what());
-    }
-  }
-}
-
 /// Adds `s` to the scheduler and logs how it runs.
 void start_schedule(scheduler& sched, const config::daemon_config& config,
                     const config::schedule_config& s, const contend_options& defaults,
@@ -106,7 +82,7 @@ milliseconds stop_wait(const std::map<std::string, running_schedule>& running) {
 /// fire); added ones start contending. A config with errors, or with another backend, is
 /// refused as a whole and the running one stays.
 void reload(const command_line& cl, config::daemon_config& current, scheduler& sched,
-            const contend_options& defaults, std::map<std::string, running_schedule>& running) {
+            std::map<std::string, running_schedule>& running) {
   log().info("received SIGHUP: reloading {}", cl.config);
   std::vector<std::string> errors;
   std::optional<config::daemon_config> next;
@@ -123,7 +99,6 @@ void reload(const command_line& cl, config::daemon_config& current, scheduler& s
         cl.config, describe_backend(current.backend), describe_backend(next->backend));
     return;
   }
-  if (next) check_schedules(*next, defaults, errors);
   if (!errors.empty()) {
     for (const auto& e : errors) log().error("reload rejected: {}", e);
     log().error("reload rejected: {} error{} in {}; the running config stays", errors.size(),
@@ -131,6 +106,9 @@ void reload(const command_line& cl, config::daemon_config& current, scheduler& s
     return;
   }
 
+  // The backend is unchanged, so are its lease defaults; load_config() checked every schedule
+  // against them, as at start-up.
+  const contend_options& defaults = next->backend_defaults;
   std::map<std::string, const config::schedule_config*> wanted;
   for (const auto& s : next->schedules) wanted[s.name] = &s;
   std::size_t added = 0, removed = 0, changed = 0, unchanged = 0;
@@ -189,6 +167,9 @@ int run(const command_line& cl) {
   sigdelset(&stop_signals, SIGHUP);
   ::signal(SIGPIPE, SIG_IGN);
 
+  // load_config() checks everything the scheduler will, against the lease defaults of the
+  // configured backend (computed from its parameters, as `validate` does): a bad config exits 2
+  // here, before the backend is built or contacted.
   auto config = load_or_report(cl);
   if (!config) return exit_usage;
   configure_logging(cl.log_level.value_or(config->log_level));
@@ -206,14 +187,8 @@ int run(const command_line& cl) {
     log().error("cannot set up the {} backend: {}", config->backend.type, e.what());
     return exit_failure;
   }
-  const contend_options defaults = backend->default_options();
-
-  std::vector<std::string> errors;
-  check_schedules(*config, defaults, errors);
-  if (!errors.empty()) {
-    for (const auto& e : errors) std::cerr << e << "\n";
-    return exit_usage;
-  }
+  // The same defaults the config was checked against (the backend's descriptor computes both).
+  const contend_options defaults = config->backend_defaults;
   auto sched =
       std::make_unique<scheduler>(*backend, rt, config::make_scheduler_options(*config, defaults));
   std::map<std::string, running_schedule> running;
@@ -228,7 +203,7 @@ int run(const command_line& cl) {
     if (sigwait(&signals, &sig) != 0) continue;
     if (sig != SIGHUP) break;
     try {
-      reload(cl, *config, *sched, defaults, running);
+      reload(cl, *config, *sched, running);
     } catch (const std::exception& e) {
       log().error("reload failed: {}", e.what());
     }

@@ -1,0 +1,82 @@
+#include "baton/mutex/backend_descriptor.hpp"
+
+#include <algorithm>
+
+namespace baton {
+namespace {
+
+// Levenshtein distance, for "did you mean".
+std::size_t distance(std::string_view a, std::string_view b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diagonal = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+std::string quoted(std::string_view s) { return "\"" + std::string(s) + "\""; }
+
+}  // namespace
+
+std::string_view to_string(param_kind kind) noexcept {
+  switch (kind) {
+    case param_kind::text:
+      return "text";
+    case param_kind::duration:
+      return "duration";
+    case param_kind::boolean:
+      return "boolean";
+    case param_kind::count:
+      return "count";
+  }
+  return "?";
+}
+
+const param_descriptor* backend_descriptor::find(std::string_view name) const noexcept {
+  for (const auto& p : params)
+    if (p.name == name) return &p;
+  return nullptr;
+}
+
+std::vector<setting_problem> check_param_names(const backend_descriptor& d,
+                                               const std::vector<std::string>& names) {
+  std::vector<setting_problem> problems;
+  std::string known;
+  for (const auto& p : d.params) known += (known.empty() ? "" : ", ") + p.name;
+  for (const auto& name : names) {
+    if (d.find(name) != nullptr) continue;
+    std::string message = "unknown key " + quoted(name);
+    const param_descriptor* best = nullptr;
+    std::size_t best_distance = 3;
+    for (const auto& p : d.params) {
+      const auto dist = distance(name, p.name);
+      if (dist < best_distance) best_distance = dist, best = &p;
+    }
+    if (best != nullptr) message += " (did you mean " + quoted(best->name) + "?)";
+    message += known.empty() ? "; a " + d.type + " backend takes no parameters"
+                             : "; a " + d.type + " backend takes: " + known;
+    problems.push_back({name, message});
+  }
+  return problems;
+}
+
+void check_params(const backend_descriptor& d, const backend_config& config) {
+  std::vector<std::string> names;
+  for (const auto& [name, value] : config.params) names.push_back(name);
+  for (const auto& p : check_param_names(d, names))
+    throw backend_param_error(p.field,
+                              d.type + " backend: parameter '" + p.field + "': " + p.message);
+  for (const auto& p : d.params)
+    if (p.required && config.params.count(p.name) == 0)
+      throw backend_param_error(
+          p.name, d.type + " backend: parameter '" + p.name + "' is missing (required): " + p.doc);
+}
+
+}  // namespace baton
