@@ -10,6 +10,7 @@
 #include "baton/mutex/memory_store.hpp"
 #include "baton/mutex/runtime.hpp"
 #include "support/env.hpp"
+#include "support/lease.hpp"
 
 using namespace std::chrono_literals;
 
@@ -92,11 +93,7 @@ baton::lease_grant own_grant(const std::string& id, std::uint64_t fence,
 }
 
 baton::contend_options short_options() {
-  baton::contend_options o;
-  o.ttl = 100ms;
-  o.transition = 100ms;
-  o.retry_period = 20ms;
-  o.poll_interval = 20ms;
+  auto o = baton::test::lease_options(100ms, 20ms);
   o.drift_margin = 10ms;
   o.max_backoff = 40ms;
   return o;
@@ -162,7 +159,8 @@ TEST(contend_service, owner_steps_down_when_backend_stops_answering) {
   EXPECT_EQ(s->fence(), 0u);
   s->stop();
   while (store->pending() > 0) store->answer(baton::errc::connection_lost, {});
-  ASSERT_TRUE(baton::test::wait_until([&] { return s->status() == baton::service_status::initial; }, 5s));
+  ASSERT_TRUE(
+      baton::test::wait_until([&] { return s->status() == baton::service_status::initial; }, 5s));
 }
 
 TEST(contend_service, errors_are_retried_and_reported) {
