@@ -216,6 +216,19 @@ class redis_test : public ::testing::Test {
         20s);
     return r;
   }
+  // `n` services contending for `name` with the test lease options, started; their trackers
+  // are appended to `who`.
+  std::vector<std::shared_ptr<baton::contend_service>> start_services(
+      const std::string& name, std::vector<std::shared_ptr<tracker>>& who, int n) {
+    std::vector<std::shared_ptr<baton::contend_service>> services;
+    for (int i = 0; i < n; ++i) {
+      who.push_back(std::make_shared<tracker>());
+      services.push_back(
+          backend_->make_contend_service(name, who.back(), baton::test::lease_options()));
+      services.back()->start();
+    }
+    return services;
+  }
 
   baton::runtime rt_;
   std::string url_;
@@ -635,13 +648,7 @@ std::shared_ptr<baton::contend_service> current_owner(
 TEST_F(redis_test, killed_connections_while_owning_and_waiting_never_yield_two_owners) {
   const auto name = unique_name("kill");
   std::vector<std::shared_ptr<tracker>> who;
-  std::vector<std::shared_ptr<baton::contend_service>> services;
-  for (int i = 0; i < 3; ++i) {
-    who.push_back(std::make_shared<tracker>());
-    services.push_back(
-        backend_->make_contend_service(name, who.back(), baton::test::lease_options()));
-    services.back()->start();
-  }
+  const auto services = start_services(name, who, 3);
   owner_sampler sampler(services);
   ASSERT_TRUE(baton::test::wait_until([&] { return current_owner(services) != nullptr; }, 10s));
   auto owner = current_owner(services);
@@ -741,13 +748,7 @@ TEST_F(redis_test, a_waiter_whose_subscription_was_killed_is_still_woken_at_once
 TEST_F(redis_test, flushall_while_owning_never_yields_two_owners_and_fences_increase) {
   const auto name = unique_name("flushall");
   std::vector<std::shared_ptr<tracker>> who;
-  std::vector<std::shared_ptr<baton::contend_service>> services;
-  for (int i = 0; i < 3; ++i) {
-    who.push_back(std::make_shared<tracker>());
-    services.push_back(
-        backend_->make_contend_service(name, who.back(), baton::test::lease_options()));
-    services.back()->start();
-  }
+  const auto services = start_services(name, who, 3);
   owner_sampler sampler(services);
   ASSERT_TRUE(baton::test::wait_until([&] { return current_owner(services) != nullptr; }, 10s));
   ASSERT_TRUE(baton::test::wait_until(
