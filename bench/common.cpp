@@ -1,5 +1,6 @@
 #include "common.hpp"
 
+#include <errno.h>
 #include <signal.h>
 #include <time.h>
 #include <unistd.h>
@@ -32,14 +33,6 @@ std::string number(double v) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.6g", v);
   return buf;
-}
-
-std::string env(const char* name) {
-  const char* v = std::getenv(name);
-  if (!v || !*v)
-    throw std::runtime_error(std::string("environment variable ") + name +
-                             " is not set (run through bench/run.sh)");
-  return v;
 }
 
 }  // namespace
@@ -83,32 +76,6 @@ void emit_value(const std::string& figure, const std::string& backend, const std
   s.samples = 1;
   s.median = s.p99 = s.min = s.max = s.mean = value;
   emit(figure, backend, subject, unit, s, extra);
-}
-
-std::int64_t mono_ns() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
-}
-
-backend_config backend_from_env(const std::string& type) {
-  backend_config c;
-  c.type = type;
-  if (type == "sqlite") {
-    c.params["path"] = env("BATON_TEST_TMPDIR") + "/bench.db";
-  } else if (type == "postgresql") {
-    c.params["connection"] = env("BATON_TEST_POSTGRES");
-  } else if (type == "mysql") {
-    c.params["connection"] = env("BATON_TEST_MYSQL");
-  } else if (type == "redis") {
-    c.params["url"] = env("BATON_TEST_REDIS_URL");
-  } else if (type == "zookeeper") {
-    c.params["hosts"] = env("BATON_TEST_ZOOKEEPER");
-    c.params["session_timeout"] = "2s";
-  } else {
-    throw std::invalid_argument("unknown backend " + type);
-  }
-  return c;
 }
 
 std::vector<std::string> backends_to_run() {
@@ -165,4 +132,57 @@ process_usage usage_of(int pid) {
 
 process_usage self_usage() { return usage_of(static_cast<int>(getpid())); }
 
+std::string expect_line(child_process& child, std::initializer_list<std::string_view> prefixes,
+                        std::chrono::milliseconds timeout, const std::string& what) {
+  if (auto line = child.wait_line(prefixes, timeout)) return *line;
+  std::string last = child.lines().empty() ? "nothing" : "'" + child.lines().back() + "'";
+  throw std::runtime_error("no " + what + " from contender " + child.describe() + " within " +
+                           std::to_string(timeout.count()) + " ms (its last line: " + last + ")");
+}
+
+std::vector<std::string> contender_argv(const backend_config& config, const std::string& mutex,
+                                        const std::vector<std::string>& flags) {
+  std::vector<std::string> argv{bench_bin_dir() + "/baton_contender_child", "--type", config.type,
+                                "--mutex", mutex};
+  for (const auto& [key, value] : config.params) {
+    argv.push_back("--param");
+    argv.push_back(key + "=" + value);
+  }
+  argv.insert(argv.end(), flags.begin(), flags.end());
+  return argv;
+}
+
+long long last_field(const std::string& line) {
+  auto pos = line.find_last_of(' ');
+  try {
+    return std::stoll(pos == std::string::npos ? line : line.substr(pos + 1));
+  } catch (const std::exception&) {
+    throw std::runtime_error("malformed event line from a child: '" + line + "'");
+  }
+}
+
+std::string field(const std::string& line, std::size_t index) {
+  std::istringstream in(line);
+  std::string f;
+  for (std::size_t i = 0; i <= index; ++i)
+    if (!(in >> f)) return {};
+  return f;
+}
+
+void sleep_until_ns(long long ns) {
+  timespec ts{};
+  ts.tv_sec = static_cast<time_t>(ns / 1'000'000'000);
+  ts.tv_nsec = static_cast<long>(ns % 1'000'000'000);
+  while (::clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nullptr) == EINTR) {
+  }
+}
+
+std::string bench_bin_dir() {
+  if (const char* dir = std::getenv("BATON_BENCH_BIN"); dir && *dir) return dir;
+  char path[4096];
+  ssize_t n = ::readlink("/proc/self/exe", path, sizeof path - 1);
+  if (n <= 0) throw std::runtime_error("BATON_BENCH_BIN is not set and /proc/self/exe unreadable");
+  std::string self(path, static_cast<std::size_t>(n));
+  return self.substr(0, self.find_last_of('/'));
+}
 }  // namespace baton::bench

@@ -1,15 +1,21 @@
 #pragma once
 // Shared by the benchmark programs: sample statistics, one JSON record per figure on stdout,
-// process probes (threads, RSS, CPU), and the backend settings read from the environment that
-// bench/run.sh exports (the same variables as the test servers: BATON_TEST_*).
+// process probes (threads, RSS, CPU) and the contender children's event lines. Child processes,
+// the backend settings from the environment bench/run.sh exports (the same BATON_TEST_*
+// variables as the test servers) and CLOCK_MONOTONIC come from the test support library
+// (tests/support: baton::test::child_process, backend_config_for, mono_ns).
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "baton/mutex/backend.hpp"
+#include "support/env.hpp"
+#include "support/process.hpp"
 
 namespace baton::bench {
 
@@ -31,12 +37,15 @@ void emit_value(const std::string& figure, const std::string& backend, const std
                 const std::string& unit, double value,
                 const std::map<std::string, std::string>& extra = {});
 
-/// CLOCK_MONOTONIC in nanoseconds (comparable across processes on one host).
-std::int64_t mono_ns();
+using test::backend_config_for;
+using test::child_process;
+using test::mono_ns;
 
-/// Backend settings for `type` from the BATON_TEST_* environment (throws when missing).
-/// sqlite uses $BATON_TEST_TMPDIR/bench.db.
-backend_config backend_from_env(const std::string& type);
+/// How the benchmarks start their children: commands on stdin, own process group, killed when
+/// the benchmark dies.
+inline constexpr test::child_options bench_child_options{.pipe_stdin = true,
+                                                         .own_process_group = true};
+
 /// "sqlite", "postgresql", "mysql", "redis", "zookeeper", or the comma list in
 /// $BATON_BENCH_BACKENDS.
 std::vector<std::string> backends_to_run();
@@ -57,5 +66,26 @@ struct process_usage {
 };
 process_usage usage_of(int pid);
 process_usage self_usage();
+
+/// wait_line() that throws std::runtime_error naming `what`, the child and its state when the
+/// line does not come within `timeout`.
+std::string expect_line(child_process& child, std::initializer_list<std::string_view> prefixes,
+                        std::chrono::milliseconds timeout, const std::string& what);
+
+/// The command line of baton_contender_child (bench/contender_child.cpp) contending for `mutex`
+/// on the backend `config`, followed by `flags`.
+std::vector<std::string> contender_argv(const backend_config& config, const std::string& mutex,
+                                        const std::vector<std::string>& flags = {});
+
+/// The last whitespace-separated field of `line` as a number (the events' CLOCK_MONOTONIC ns).
+long long last_field(const std::string& line);
+/// The `index`-th whitespace-separated field of `line` (0 is the event name); empty if missing.
+std::string field(const std::string& line, std::size_t index);
+
+/// Sleeps until CLOCK_MONOTONIC reaches `ns` (returns at once if it has).
+void sleep_until_ns(long long ns);
+
+/// Directory of the benchmark programs: $BATON_BENCH_BIN, else the directory of this program.
+std::string bench_bin_dir();
 
 }  // namespace baton::bench

@@ -54,7 +54,7 @@ class redis_floor final : public floor_lock {
  public:
   explicit redis_floor(const std::string& name) : id_(floor_id()) {
     // redis://[[user]:password@]host[:port][/db], as the backend accepts it.
-    const auto url = backend_from_env("redis").params.at("url");
+    const auto url = backend_config_for("redis").params.at("url");
     std::string rest = url.substr(url.find("://") == std::string::npos ? 0 : url.find("://") + 3);
     std::string user, password;
     if (auto at = rest.rfind('@'); at != std::string::npos) {
@@ -178,7 +178,7 @@ void replace_all(std::string& text, const std::string& from, const std::string& 
 class sql_floor final : public floor_lock {
  public:
   sql_floor(const std::string& type, const std::string& name) : name_(name), me_(floor_id()) {
-    const auto config = backend_from_env(type);
+    const auto config = backend_config_for(type);
     std::string now, begin, insert, create;
     const std::string columns =
         "(name VARCHAR(128) NOT NULL PRIMARY KEY, owner_id VARCHAR(255) NOT NULL DEFAULT '', "
@@ -336,7 +336,7 @@ void zk_watcher(zhandle_t*, int type, int state, const char*, void* context) {
 class zk_floor final : public floor_lock {
  public:
   explicit zk_floor(const std::string& name) : id_(floor_id()) {
-    const auto hosts = backend_from_env("zookeeper").params.at("hosts");
+    const auto hosts = backend_config_for("zookeeper").params.at("hosts");
     zh_ = zookeeper_init(hosts.c_str(), &zk_watcher, 2000, nullptr, &connection_, 0);
     if (!zh_) fail("zookeeper: zookeeper_init(" + hosts + ") failed");
     {

@@ -48,7 +48,6 @@
 #include <vector>
 
 #include "common.hpp"
-#include "process.hpp"
 
 using namespace std::chrono_literals;
 
@@ -94,12 +93,12 @@ struct handover_result {
 };
 
 handover_result run_baton(const std::string& type, int samples) {
-  const auto config = baton::bench::backend_from_env(type);
+  const auto config = baton::bench::backend_config_for(type);
   const std::string mutex = "bench-handover-" + std::to_string(::getpid());
   const auto argv = baton::bench::contender_argv(config, mutex);
   handover_result result;
 
-  auto first = std::make_unique<child_process>(argv);
+  auto first = std::make_unique<child_process>(argv, baton::bench::bench_child_options);
   const auto options = expect_line(*first, {"OPTIONS"}, 30s, "OPTIONS line");
   result.ttl_ms = std::stoll(baton::bench::field(options, 1));
   result.transition_ms = std::stoll(baton::bench::field(options, 2));
@@ -110,7 +109,7 @@ handover_result run_baton(const std::string& type, int samples) {
   const milliseconds event_timeout = 2 * poll + 10s;
 
   expect_line(*first, {"ACQUIRED"}, 30s, "first acquisition");
-  auto second = std::make_unique<child_process>(argv);
+  auto second = std::make_unique<child_process>(argv, baton::bench::bench_child_options);
   if (expect_line(*second, {"WAITING", "ACQUIRED"}, 30s, "first observation").rfind("ACQ", 0) == 0)
     throw std::runtime_error("the second contender acquired a mutex the first one holds");
 
@@ -246,7 +245,7 @@ std::string read_file(const std::string& path) {
 }
 
 floor_parts redis_floor(int samples) {
-  const auto address = parse_redis_url(baton::bench::backend_from_env("redis").params.at("url"));
+  const auto address = parse_redis_url(baton::bench::backend_config_for("redis").params.at("url"));
   const char* lua_dir = std::getenv("BATON_BENCH_LUA_DIR");
   if (!lua_dir || !*lua_dir)
     throw std::runtime_error("BATON_BENCH_LUA_DIR is not set (backends/redis/lua)");
@@ -366,7 +365,7 @@ void zk_check(int rc, const std::string& what) {
 
 floor_parts zookeeper_floor(int samples) {
   zoo_set_debug_level(ZOO_LOG_LEVEL_ERROR);
-  const auto hosts = baton::bench::backend_from_env("zookeeper").params.at("hosts");
+  const auto hosts = baton::bench::backend_config_for("zookeeper").params.at("hosts");
   zk_session owner(hosts), waiter(hosts);
   const std::string dir = "/baton-bench-floor-" + std::to_string(::getpid());
   int rc = zoo_create(owner.handle, dir.c_str(), "", 0, &ZOO_OPEN_ACL_UNSAFE, 0, nullptr, 0);
@@ -414,7 +413,7 @@ struct sql_dialect {
 };
 
 sql_dialect sql_dialect_of(const std::string& type) {
-  const auto config = baton::bench::backend_from_env(type);
+  const auto config = baton::bench::backend_config_for(type);
   // The schema and the {now} expressions of backends/sql (schema/*.sql, src/dialect.cpp).
   const std::string columns =
       "owner_id VARCHAR(255) NOT NULL DEFAULT '', acquired_at BIGINT NOT NULL DEFAULT 0, "
@@ -514,7 +513,7 @@ void pq_exec(PGconn* c, const std::string& sql) {
 }
 
 std::vector<double> pg_notify_times(int samples) {
-  const auto conninfo = baton::bench::backend_from_env("postgresql").params.at("connection");
+  const auto conninfo = baton::bench::backend_config_for("postgresql").params.at("connection");
   auto notifier = pq_connect(conninfo);
   auto listener = pq_connect(conninfo);
   const std::string channel = "baton_bench_floor_" + std::to_string(::getpid());

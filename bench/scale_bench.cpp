@@ -50,86 +50,6 @@ std::string env_or(const char* name, const std::string& fallback) {
   return v && *v ? v : fallback;
 }
 
-// A child with stdin and stdout piped; closing stdin asks it to stop.
-class child {
- public:
-  explicit child(const std::vector<std::string>& argv) {
-    int in[2], out[2];
-    if (pipe2(in, O_CLOEXEC) != 0 || pipe2(out, O_CLOEXEC) != 0) fail("pipe failed");
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, in[0], 0);
-    posix_spawn_file_actions_adddup2(&fa, out[1], 1);
-    std::vector<char*> args;
-    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    if (posix_spawn(&pid_, args[0], &fa, nullptr, args.data(), environ) != 0)
-      fail("cannot start " + argv[0]);
-    posix_spawn_file_actions_destroy(&fa);
-    close(in[0]);
-    close(out[1]);
-    in_ = in[1];
-    out_ = out[0];
-  }
-  ~child() {
-    if (in_ >= 0) close(in_);
-    if (pid_ > 0) {
-      kill(pid_, SIGKILL);
-      waitpid(pid_, nullptr, 0);
-    }
-    if (out_ >= 0) close(out_);
-  }
-  pid_t pid() const { return pid_; }
-  // Waits for a stdout line starting with `prefix`.
-  bool wait_line(const std::string& prefix, std::chrono::milliseconds timeout) {
-    const auto deadline = steady::now() + timeout;
-    for (;;) {
-      auto nl = buffer_.find('\n');
-      while (nl != std::string::npos) {
-        std::string line = buffer_.substr(0, nl);
-        buffer_.erase(0, nl + 1);
-        if (line.rfind(prefix, 0) == 0) return true;
-        nl = buffer_.find('\n');
-      }
-      const auto left =
-          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - steady::now());
-      if (left <= 0ms) return false;
-      fd_set set;
-      FD_ZERO(&set);
-      FD_SET(out_, &set);
-      timeval tv{static_cast<long>(left.count() / 1000),
-                 static_cast<long>(left.count() % 1000) * 1000};
-      if (select(out_ + 1, &set, nullptr, nullptr, &tv) <= 0) continue;
-      char buf[4096];
-      auto n = read(out_, buf, sizeof buf);
-      if (n <= 0) return false;
-      buffer_.append(buf, static_cast<std::size_t>(n));
-    }
-  }
-  // Closes stdin (or sends SIGTERM) and waits up to `timeout` for the exit.
-  void stop(bool by_signal, std::chrono::milliseconds timeout) {
-    if (by_signal)
-      kill(pid_, SIGTERM);
-    else if (in_ >= 0) {
-      close(in_);
-      in_ = -1;
-    }
-    const auto deadline = steady::now() + timeout;
-    while (steady::now() < deadline) {
-      if (waitpid(pid_, nullptr, WNOHANG) == pid_) {
-        pid_ = -1;
-        return;
-      }
-      std::this_thread::sleep_for(20ms);
-    }
-  }
-
- private:
-  pid_t pid_ = -1;
-  int in_ = -1, out_ = -1;
-  std::string buffer_;
-};
-
 // Socket inodes of `pid`.
 std::set<std::string> socket_inodes(int pid) {
   std::set<std::string> out;
@@ -308,7 +228,7 @@ void report(const std::string& figure, const std::string& backend, const window_
 }
 
 void run_mutexes(const std::string& type, long total, std::chrono::seconds window) {
-  auto config = bb::backend_from_env(type);
+  auto config = bb::backend_config_for(type);
   const std::string sqlite_path = type == "sqlite" ? config.params["path"] : "";
   const std::string prefix = "scale-" + std::to_string(getpid()) + "-";
   const long half = total / 2;
@@ -321,7 +241,7 @@ void run_mutexes(const std::string& type, long total, std::chrono::seconds windo
   argv.emplace_back(std::to_string(half));
   std::cerr << "scale " << type << ": holder process takes " << half << " mutexes\n";
   const auto t_child = steady::now();
-  child holder(argv);
+  bb::child_process holder(argv, bb::bench_child_options);
   if (!holder.wait_line("OWNED", 300s))
     fail(type + ": the holder process did not own its mutexes within 300 s");
   const double holder_s = std::chrono::duration<double>(steady::now() - t_child).count();
@@ -366,11 +286,12 @@ void run_mutexes(const std::string& type, long total, std::chrono::seconds windo
   const auto stop_deadline = steady::now() + 60s;
   while (stopped->load() < total && steady::now() < stop_deadline)
     std::this_thread::sleep_for(10ms);
-  holder.stop(false, 30s);
+  holder.close_stdin();  // asks it to stop
+  holder.wait_exit(30s);
 }
 
 void run_daemon(const std::string& type, long schedules, std::chrono::seconds window) {
-  auto config = bb::backend_from_env(type);
+  auto config = bb::backend_config_for(type);
   const std::string dir = env_or("BATON_TEST_TMPDIR", "/tmp");
   const std::string file = dir + "/scale-daemon-" + type + ".json";
   const std::string prefix = "daemon-" + std::to_string(getpid()) + "-";
@@ -386,7 +307,8 @@ void run_daemon(const std::string& type, long schedules, std::chrono::seconds wi
     out << "  ]\n}\n";
   }
   std::cerr << "scale " << type << ": daemon with " << schedules << " schedules\n";
-  child daemon({env_or("BATON_BENCH_DAEMON", "baton"), "run", "--config", file});
+  bb::child_process daemon({env_or("BATON_BENCH_DAEMON", "baton"), "run", "--config", file},
+                           bb::bench_child_options);
   baton::runtime rt;
   auto backend = baton::make_backend(config, rt);
   const auto t0 = steady::now();
@@ -405,7 +327,8 @@ void run_daemon(const std::string& type, long schedules, std::chrono::seconds wi
   report(
       "scale_daemon", type, f,
       {{"schedules", std::to_string(schedules)}, {"all_owned_after_s", std::to_string(settle_s)}});
-  daemon.stop(true, 60s);
+  daemon.signal(SIGTERM);
+  daemon.wait_exit(60s);
 }
 
 }  // namespace

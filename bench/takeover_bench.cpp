@@ -33,7 +33,6 @@
 #include <vector>
 
 #include "common.hpp"
-#include "process.hpp"
 
 using namespace std::chrono_literals;
 
@@ -64,14 +63,14 @@ struct takeover_result {
 
 // Starts a contender and waits until it has seen the current owner (it waits in line).
 std::unique_ptr<child_process> start_waiter(const std::vector<std::string>& argv) {
-  auto c = std::make_unique<child_process>(argv);
+  auto c = std::make_unique<child_process>(argv, baton::bench::bench_child_options);
   if (expect_line(*c, {"WAITING", "ACQUIRED"}, 30s, "first observation").rfind("ACQ", 0) == 0)
     throw std::runtime_error("a new contender acquired the mutex while another one holds it");
   return c;
 }
 
 takeover_result run_baton(const std::string& type, int samples, long long bound_ms) {
-  const auto config = baton::bench::backend_from_env(type);
+  const auto config = baton::bench::backend_config_for(type);
   const std::string mutex = "bench-takeover-" + std::to_string(::getpid());
   const auto argv = baton::bench::contender_argv(
       config, mutex,
@@ -79,7 +78,7 @@ takeover_result run_baton(const std::string& type, int samples, long long bound_
        "--retry-ms", std::to_string(retry_ms), "--poll-ms", std::to_string(poll_ms)});
   takeover_result result;
 
-  auto owner = std::make_unique<child_process>(argv);
+  auto owner = std::make_unique<child_process>(argv, baton::bench::bench_child_options);
   const auto options = expect_line(*owner, {"OPTIONS"}, 30s, "OPTIONS line");
   result.drift_ms = std::stoll(baton::bench::field(options, 5));
   long long acquired_ns = last_field(expect_line(*owner, {"ACQUIRED"}, 30s, "first acquisition"));

@@ -81,118 +81,9 @@ std::string fixed(double v, int digits = 1) {
   return o.str();
 }
 
-// ---- children: started in their own group, killed with us ----------------------------------
-
-std::mutex children_mutex;
-std::vector<pid_t> children;  // running children, killed on any exit path
-
-void kill_children() noexcept {
-  std::lock_guard lock(children_mutex);
-  for (auto pid : children) {
-    ::kill(pid, SIGKILL);
-    int status = 0;
-    ::waitpid(pid, &status, 0);
-  }
-  children.clear();
-}
-
-class child {
- public:
-  explicit child(const std::vector<std::string>& argv) {
-    int in[2], out[2];
-    if (::pipe2(in, O_CLOEXEC) != 0 || ::pipe2(out, O_CLOEXEC) != 0)
-      throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
-    std::vector<char*> args;
-    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    const pid_t parent = ::getpid();
-    std::lock_guard lock(children_mutex);
-    pid_ = ::fork();
-    if (pid_ < 0) throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
-    if (pid_ == 0) {
-      // Only async-signal-safe calls until exec.
-      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-      if (::getppid() != parent) ::_exit(126);
-      ::dup2(in[0], STDIN_FILENO);
-      ::dup2(out[1], STDOUT_FILENO);
-      ::execv(args[0], args.data());
-      ::_exit(127);
-    }
-    children.push_back(pid_);
-    ::close(in[0]);
-    ::close(out[1]);
-    in_ = in[1];
-    out_ = out[0];
-  }
-  child(const child&) = delete;
-  child& operator=(const child&) = delete;
-  ~child() {
-    if (!status_) {
-      ::kill(pid_, SIGKILL);
-      reap(true);
-    }
-    if (in_ >= 0) ::close(in_);
-    if (out_ >= 0) ::close(out_);
-  }
-
-  pid_t pid() const noexcept { return pid_; }
-
-  // The next stdout line, or nullopt at EOF or the deadline (mono ns).
-  std::optional<std::string> line(std::int64_t deadline_ns) {
-    for (;;) {
-      if (auto nl = buffer_.find('\n'); nl != std::string::npos) {
-        auto l = buffer_.substr(0, nl);
-        buffer_.erase(0, nl + 1);
-        return l;
-      }
-      const auto left_ms = (deadline_ns - mono_ns()) / 1'000'000;
-      if (left_ms <= 0) return std::nullopt;
-      pollfd p{out_, POLLIN, 0};
-      if (::poll(&p, 1, static_cast<int>(std::min<std::int64_t>(left_ms, 100))) <= 0) continue;
-      char chunk[512];
-      const auto n = ::read(out_, chunk, sizeof chunk);
-      if (n <= 0) return std::nullopt;
-      buffer_.append(chunk, static_cast<std::size_t>(n));
-    }
-  }
-
-  void send(const std::string& line) {
-    const auto text = line + "\n";
-    if (::write(in_, text.data(), text.size()) != static_cast<ssize_t>(text.size()))
-      throw std::runtime_error("cannot write to child " + std::to_string(pid_));
-  }
-
-  // Exit status (128 + signal when killed), or nullopt when still running at the deadline.
-  std::optional<int> wait_exit(std::int64_t deadline_ns) {
-    while (!status_) {
-      if (reap(false)) break;
-      if (mono_ns() >= deadline_ns) return std::nullopt;
-      std::this_thread::sleep_for(5ms);
-    }
-    return status_;
-  }
-
- private:
-  bool reap(bool block) {
-    int st = 0;
-    const pid_t r = ::waitpid(pid_, &st, block ? 0 : WNOHANG);
-    if (r != pid_) return false;
-    status_ = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-    std::lock_guard lock(children_mutex);
-    children.erase(std::remove(children.begin(), children.end(), pid_), children.end());
-    return true;
-  }
-
-  pid_t pid_ = -1;
-  int in_ = -1;
-  int out_ = -1;
-  std::string buffer_;
-  std::optional<int> status_;
-};
-
-std::string bench_bin() {
-  if (const char* dir = std::getenv("BATON_BENCH_BIN"); dir && *dir) return dir;
-  return std::filesystem::read_symlink("/proc/self/exe").parent_path().string();
+// Milliseconds from now until CLOCK_MONOTONIC reaches `deadline_ns` (0 once it has).
+std::chrono::milliseconds ms_until(long long deadline_ns) {
+  return std::chrono::milliseconds{std::max(0LL, (deadline_ns - mono_ns()) / 1'000'000)};
 }
 
 std::string scratch_dir() {
@@ -243,7 +134,7 @@ void uncontended(const std::string& type, const plan& p) {
   if (const char* n = std::getenv("BATON_BENCH_IO_THREADS"); n && *n)
     threads.io_threads = static_cast<unsigned>(std::stoul(n));
   baton::runtime rt(threads);
-  auto backend = baton::make_backend(backend_from_env(type), rt);
+  auto backend = baton::make_backend(backend_config_for(type), rt);
   const std::string name = "tp-solo-" + std::to_string(::getpid());
   baton::locker lock(*backend, name, backend->default_options());
   std::vector<double> lock_us, unlock_us;  // the two halves of baton's cycles
@@ -335,10 +226,10 @@ struct section {
 };
 
 void contended(const std::string& type, const plan& p) {
-  const auto config = backend_from_env(type);
+  const auto config = backend_config_for(type);
   const std::string name = "tp-shared-" + std::to_string(::getpid());
   const std::string dir = scratch_dir();
-  std::vector<std::string> argv{bench_bin() + "/baton_throughput_child", "--type", type};
+  std::vector<std::string> argv{bench_bin_dir() + "/baton_throughput_child", "--type", type};
   for (const auto& [k, v] : config.params) {
     argv.push_back("--param");
     argv.push_back(k + "=" + v);
@@ -347,18 +238,18 @@ void contended(const std::string& type, const plan& p) {
   argv.push_back(name);
 
   std::vector<std::string> outs;
-  std::vector<std::unique_ptr<child>> procs;
+  std::vector<std::unique_ptr<child_process>> procs;
   for (int i = 0; i < p.processes; ++i) {
     outs.push_back(dir + "/throughput-" + type + "-" + std::to_string(i) + ".txt");
     std::filesystem::remove(outs.back());
     auto args = argv;
     args.push_back("--out");
     args.push_back(outs.back());
-    procs.push_back(std::make_unique<child>(args));
+    procs.push_back(std::make_unique<child_process>(args, bench_child_options));
   }
   const auto ready_by = mono_ns() + 30'000'000'000LL;
   for (auto& c : procs) {
-    auto l = c->line(ready_by);
+    auto l = c->wait_line("", ms_until(ready_by));
     if (!l || *l != "READY")
       throw std::runtime_error(type + ": child " + std::to_string(c->pid()) +
                                " did not get ready within 30 s" +
@@ -367,14 +258,16 @@ void contended(const std::string& type, const plan& p) {
   const auto duration_ns = static_cast<std::int64_t>(p.contended_seconds * 1e9);
   const auto start_ns = mono_ns();
   const auto end_ns = start_ns + duration_ns;
-  for (auto& c : procs) c->send("GO " + std::to_string(end_ns));
+  for (auto& c : procs)
+    if (!c->send("GO " + std::to_string(end_ns)))
+      throw std::runtime_error("cannot write to child " + std::to_string(c->pid()));
   log(type + ": contended, " + std::to_string(p.processes) + " processes for " +
       fixed(p.contended_seconds, 0) + " s");
 
   // Unlock is bounded by min(lease, 10 s) in the locker; allow that and then some.
   const auto exit_by = end_ns + 30'000'000'000LL;
   for (auto& c : procs) {
-    auto status = c->wait_exit(exit_by);
+    auto status = c->wait_exit(ms_until(exit_by));
     if (!status)
       throw std::runtime_error(type + ": child " + std::to_string(c->pid()) +
                                " did not finish within 30 s of the end");
@@ -452,8 +345,7 @@ int main() {
     std::this_thread::sleep_for(limit);
     std::cerr << "baton_throughput_bench: FAILED: still running after " << limit.count()
               << " s; giving up" << std::endl;
-    kill_children();
-    std::_Exit(3);
+    std::_Exit(3);  // the children die with us (PR_SET_PDEATHSIG)
   }).detach();
 
   int failed = 0;
@@ -464,11 +356,9 @@ int main() {
       if (!std::getenv("BATON_BENCH_TP_ONLY")) contended(type, p);
     } catch (const std::exception& e) {
       std::cerr << "baton_throughput_bench: FAILED on " << type << ": " << e.what() << std::endl;
-      kill_children();
       ++failed;
     }
     log(type + ": took " + fixed(static_cast<double>(mono_ns() - started) / 1e9) + " s");
   }
-  kill_children();
   return failed == 0 ? 0 : 1;
 }

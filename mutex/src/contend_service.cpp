@@ -12,8 +12,7 @@ contend_service::contend_service(boost::asio::io_context& io, std::string name,
                                  std::string contender_id,
                                  std::shared_ptr<mutex_contender> contender,
                                  contend_options options)
-    : io_(io),
-      strand_(boost::asio::make_strand(io)),
+    : strand_(boost::asio::make_strand(io)),
       name_(std::move(name)),
       id_(contender_id.empty() ? make_contender_id() : std::move(contender_id)),
       contender_(contender),
@@ -25,11 +24,11 @@ contend_service::contend_service(boost::asio::io_context& io, std::string name,
 contend_service::~contend_service() = default;
 
 bool contend_service::start() {
-  auto expected = lifecycle::initial;
-  if (!lifecycle_.compare_exchange_strong(expected, lifecycle::starting)) return false;
+  auto expected = service_status::initial;
+  if (!status_.compare_exchange_strong(expected, service_status::starting)) return false;
   boost::asio::post(strand_, [self = shared_from_this()] {
-    auto expected = lifecycle::starting;
-    if (!self->lifecycle_.compare_exchange_strong(expected, lifecycle::running)) return;
+    auto expected = service_status::starting;
+    if (!self->status_.compare_exchange_strong(expected, service_status::running)) return;
     ++self->generation_;
     self->start_contend(self->generation_);
   });
@@ -38,10 +37,10 @@ bool contend_service::start() {
 
 void contend_service::stop(std::function<void()> done) noexcept {
   try {
-    auto state = lifecycle_.load();
+    auto status = status_.load();
     bool claimed = false;
-    while (state == lifecycle::starting || state == lifecycle::running) {
-      if (lifecycle_.compare_exchange_weak(state, lifecycle::stopping)) {
+    while (status == service_status::starting || status == service_status::running) {
+      if (status_.compare_exchange_weak(status, service_status::stopping)) {
         claimed = true;
         break;
       }
@@ -55,7 +54,7 @@ void contend_service::stop(std::function<void()> done) noexcept {
     boost::asio::post(strand_, [self, done = std::move(done)]() mutable {
       // A start() that never ran its strand step has nothing to stop.
       auto finish = [self, done = std::move(done)] {
-        self->lifecycle_.store(lifecycle::initial);
+        self->status_.store(service_status::initial);
         if (done) done();
       };
       if (self->leader_) {

@@ -133,61 +133,55 @@ sys_time schedule_plan::latest_due(sys_time first, sys_time now) const {
   return latest;
 }
 
-plan_step schedule_plan::due(sys_time now) const {
-  plan_step step;
-  if (awaiting_end_ || !candidate_) return step;
+decision schedule_plan::due(sys_time now) const {
+  decision d;
+  if (awaiting_end_ || !candidate_) return d;
   const sys_time first = *candidate_;
   if (first > now) {
-    step.at = first;
-    return step;
+    d.wake = first;
+    return d;
   }
   const sys_time latest = latest_due(first, now);
   // Due while we lead (or just before): a regular fire, however late the timer woke.
   if (latest >= leader_since_ - window_) {
-    step.fire = true;
-    step.at = latest;
-    return step;
+    d.what = decision::start;
+    d.slot = latest;
+    return d;
   }
-  step.first_missed = first;
+  d.missed_since = first;
   if (policy_ == misfire_policy::run_once) {
-    step.fire = true;
-    step.at = latest;
-    step.catch_up = true;
-    return step;
+    d.what = decision::start;
+    d.slot = latest;
+    d.catch_up = true;
+    return d;
   }
-  step.dropped_missed = true;
-  step.at = after(latest);
-  return step;
+  d.dropped = true;
+  d.wake = after(latest);
+  return d;
 }
 
 decision schedule_plan::decide(sys_time now, bool running, std::chrono::nanoseconds lease_left,
                                milliseconds stop_grace) {
-  decision d;
-  auto step = due(now);
-  if (step.dropped_missed) {
-    d.dropped = true;
-    d.missed_since = step.first_missed;
+  auto d = due(now);
+  std::optional<sys_time> dropped_since;
+  if (d.dropped) {
+    dropped_since = d.missed_since;
     drop_missed(now);
-    step = due(now);
+    d = due(now);
   }
-  if (!step.fire) {
-    d.wake = step.at;
-    return d;
-  }
-  d.slot = *step.at;
-  if (running) {
+  d.dropped = dropped_since.has_value();
+  if (d.what == decision::start && running) {
     skipped(d.slot);
     d.what = decision::skip_overlap;
     d.wake = next_fire();
-    return d;
-  }
-  if (lease_left <= stop_grace) {
+  } else if (d.what == decision::start && lease_left <= stop_grace) {
     d.what = decision::defer;
-    return d;
   }
-  d.what = decision::start;
-  d.catch_up = step.catch_up;
-  if (step.catch_up) d.missed_since = step.first_missed;
+  // Only a start reports its own catch-up; anything else reports the dropped fires, if any.
+  if (d.what != decision::start || !d.catch_up) {
+    d.catch_up = false;
+    d.missed_since = dropped_since;
+  }
   return d;
 }
 

@@ -20,6 +20,7 @@
 #include "baton/mutex/locker.hpp"
 #include "support/env.hpp"
 #include "support/faults.hpp"
+#include "support/lease.hpp"
 #include "support/process.hpp"
 #include "support/sections.hpp"
 
@@ -27,19 +28,10 @@ using namespace std::chrono_literals;
 
 namespace {
 
-baton::contend_options test_options() {
-  baton::contend_options o;
-  o.ttl = 1000ms;
-  o.transition = 1000ms;
-  o.retry_period = 100ms;
-  o.poll_interval = 100ms;
-  return o;
-}
-
 // Upper bound for a crashed owner to be replaced: the lease (or the ZooKeeper session) plus the
 // waiter's jitter and one poll, plus a margin for a loaded machine.
 std::chrono::milliseconds crash_bound(const std::string& type) {
-  auto o = test_options();
+  auto o = baton::test::lease_options();
   std::chrono::milliseconds lease = type == "zookeeper" ? 2000ms : o.lease();
   return lease + 1000ms + o.poll_interval + 1500ms;
 }
@@ -82,9 +74,9 @@ class conformance : public ::testing::TestWithParam<std::string> {
     config_ = baton::test::backend_config_for(GetParam());
     backend_ = baton::make_backend(config_, rt_);
   }
-  std::shared_ptr<baton::contend_service> service(const std::string& name,
-                                                  std::shared_ptr<baton::mutex_contender> c,
-                                                  baton::contend_options o = test_options()) {
+  std::shared_ptr<baton::contend_service> service(
+      const std::string& name, std::shared_ptr<baton::mutex_contender> c,
+      baton::contend_options o = baton::test::lease_options()) {
     return backend_->make_contend_service(name, std::move(c), o);
   }
 
@@ -170,7 +162,7 @@ TEST_P(conformance, ten_contenders_in_one_process_always_agree_on_one_owner) {
 
 TEST_P(conformance, fence_changes_on_every_change_of_owner_and_never_on_renewal) {
   const auto name = unique_name("fence");
-  auto o = test_options();
+  auto o = baton::test::lease_options();
   o.ttl = 200ms;
   o.transition = 300ms;
   auto a_who = std::make_shared<recorder>();
@@ -377,7 +369,7 @@ TEST_P(conformance_processes, graceful_release_is_taken_over_within_poll_interva
   RecordProperty("graceful_handover_ms_median", std::to_string(gaps[1]));
   std::cout << "[ measured ] " << GetParam() << " graceful handover ms: " << gaps[0] << " "
             << gaps[1] << " " << gaps[2] << "\n";
-  const auto bound = test_options().poll_interval + 700ms;
+  const auto bound = baton::test::lease_options().poll_interval + 700ms;
   for (auto g : gaps) EXPECT_LE(g, bound.count());
 }
 

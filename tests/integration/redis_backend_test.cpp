@@ -28,6 +28,7 @@
 #include "baton/mutex/errc.hpp"
 #include "baton/mutex/locker.hpp"
 #include "support/env.hpp"
+#include "support/lease.hpp"
 #include "support/process.hpp"
 #include "support/sections.hpp"
 
@@ -148,15 +149,6 @@ struct tracker final : baton::mutex_contender {
   }
 };
 
-baton::contend_options quick() {
-  baton::contend_options o;
-  o.ttl = 1000ms;
-  o.transition = 1000ms;
-  o.retry_period = 100ms;
-  o.poll_interval = 100ms;
-  return o;
-}
-
 // Store-level calls, waited for with a deadline (a hang is a failure, not a stuck test).
 struct grant_result {
   std::error_code ec;
@@ -223,6 +215,19 @@ class redis_test : public ::testing::Test {
         },
         20s);
     return r;
+  }
+  // `n` services contending for `name` with the test lease options, started; their trackers
+  // are appended to `who`.
+  std::vector<std::shared_ptr<baton::contend_service>> start_services(
+      const std::string& name, std::vector<std::shared_ptr<tracker>>& who, int n) {
+    std::vector<std::shared_ptr<baton::contend_service>> services;
+    for (int i = 0; i < n; ++i) {
+      who.push_back(std::make_shared<tracker>());
+      services.push_back(
+          backend_->make_contend_service(name, who.back(), baton::test::lease_options()));
+      services.back()->start();
+    }
+    return services;
   }
 
   baton::runtime rt_;
@@ -377,10 +382,12 @@ TEST_F(redis_test, every_mutex_shares_one_command_and_one_subscriber_connection)
   std::vector<std::shared_ptr<baton::contend_service>> owners, waiters;
   for (int i = 0; i < 20; ++i) {
     const auto name = unique_name("shared");
-    owners.push_back(backend_->make_contend_service(name, std::make_shared<tracker>(), quick()));
+    owners.push_back(backend_->make_contend_service(name, std::make_shared<tracker>(),
+                                                    baton::test::lease_options()));
     owners.back()->start();
     ASSERT_TRUE(baton::test::wait_until([&] { return owners.back()->is_owner(); }, 10s));
-    waiters.push_back(backend_->make_contend_service(name, std::make_shared<tracker>(), quick()));
+    waiters.push_back(backend_->make_contend_service(name, std::make_shared<tracker>(),
+                                                     baton::test::lease_options()));
     waiters.back()->start();
   }
   auto channel = [](const std::shared_ptr<baton::contend_service>& s) {
@@ -537,7 +544,7 @@ TEST_F(redis_test, a_waiter_that_stopped_polling_is_skipped) {
 
 TEST_F(redis_test, five_waiters_get_the_mutex_in_the_order_they_started_waiting) {
   const auto name = unique_name("fifo");
-  auto o = quick();
+  auto o = baton::test::lease_options();
   o.ttl = 2000ms;
   o.transition = 2000ms;
   o.poll_interval = 150ms;  // the others poll often while the head is handed the mutex
@@ -641,12 +648,7 @@ std::shared_ptr<baton::contend_service> current_owner(
 TEST_F(redis_test, killed_connections_while_owning_and_waiting_never_yield_two_owners) {
   const auto name = unique_name("kill");
   std::vector<std::shared_ptr<tracker>> who;
-  std::vector<std::shared_ptr<baton::contend_service>> services;
-  for (int i = 0; i < 3; ++i) {
-    who.push_back(std::make_shared<tracker>());
-    services.push_back(backend_->make_contend_service(name, who.back(), quick()));
-    services.back()->start();
-  }
+  const auto services = start_services(name, who, 3);
   owner_sampler sampler(services);
   ASSERT_TRUE(baton::test::wait_until([&] { return current_owner(services) != nullptr; }, 10s));
   auto owner = current_owner(services);
@@ -746,12 +748,7 @@ TEST_F(redis_test, a_waiter_whose_subscription_was_killed_is_still_woken_at_once
 TEST_F(redis_test, flushall_while_owning_never_yields_two_owners_and_fences_increase) {
   const auto name = unique_name("flushall");
   std::vector<std::shared_ptr<tracker>> who;
-  std::vector<std::shared_ptr<baton::contend_service>> services;
-  for (int i = 0; i < 3; ++i) {
-    who.push_back(std::make_shared<tracker>());
-    services.push_back(backend_->make_contend_service(name, who.back(), quick()));
-    services.back()->start();
-  }
+  const auto services = start_services(name, who, 3);
   owner_sampler sampler(services);
   ASSERT_TRUE(baton::test::wait_until([&] { return current_owner(services) != nullptr; }, 10s));
   ASSERT_TRUE(baton::test::wait_until(
@@ -963,7 +960,7 @@ TEST(redis_unreachable, requests_fail_promptly_with_connection_lost_and_are_retr
   EXPECT_THROW(backend->read_owner("m"), std::system_error);
   // A contend service keeps trying, with backoff: errors, but no busy loop.
   auto who = std::make_shared<tracker>();
-  auto o = quick();
+  auto o = baton::test::lease_options();
   o.max_backoff = 400ms;
   auto service = backend->make_contend_service("m", who, o);
   service->start();
@@ -1072,7 +1069,7 @@ TEST(redis_bad_server, replies_of_an_unexpected_type_are_bad_reply) {
   EXPECT_EQ(wait_done([&](auto h) { s.async_release("m", "a", h); }), baton::errc::bad_reply);
   // A contend service (its SUBSCRIBE gets "OK" too) keeps reporting bad_reply, never owns.
   auto who = std::make_shared<tracker>();
-  auto service = backend->make_contend_service("m", who, quick());
+  auto service = backend->make_contend_service("m", who, baton::test::lease_options());
   service->start();
   ASSERT_TRUE(baton::test::wait_until([&] { return who->error_codes().size() >= 2; }, 5s));
   for (auto ec : who->error_codes()) EXPECT_EQ(ec, baton::errc::bad_reply);

@@ -17,6 +17,7 @@
 #include "baton/mutex/memory_store.hpp"
 #include "baton/scheduler/scheduler.hpp"
 #include "support/env.hpp"
+#include "support/lease.hpp"
 
 namespace baton {
 namespace {
@@ -151,11 +152,7 @@ class capture_sink final : public spdlog::sinks::base_sink<std::mutex> {
 };
 
 contend_options short_lease() {
-  contend_options o;
-  o.ttl = 300ms;
-  o.transition = 300ms;
-  o.retry_period = 50ms;
-  o.poll_interval = 50ms;
+  auto o = baton::test::lease_options(300ms, 50ms);
   o.max_backoff = 100ms;
   return o;
 }

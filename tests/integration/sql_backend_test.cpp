@@ -22,6 +22,7 @@
 #include "baton/mutex/locker.hpp"
 #include "baton/mutex/stats.hpp"
 #include "support/env.hpp"
+#include "support/lease.hpp"
 
 using namespace std::chrono_literals;
 using baton::errc;
@@ -455,11 +456,7 @@ struct contenders {
 TEST_P(sql_backend_test, many_waiters_notice_release_and_lapse_through_the_batched_poll) {
   created_ = config();
   constexpr int n = 20;  // above the store's batch threshold (16 waiters)
-  baton::contend_options o;
-  o.ttl = 1s;
-  o.transition = 1s;
-  o.retry_period = 100ms;
-  o.poll_interval = 100ms;
+  const auto o = baton::test::lease_options();
   baton::runtime holder_rt, waiter_rt;  // two processes' worth of stores
   auto holder_backend = baton::backends::sql::make_backend(*created_, holder_rt);
   auto waiter_backend = baton::backends::sql::make_backend(*created_, waiter_rt);

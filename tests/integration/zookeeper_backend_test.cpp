@@ -193,6 +193,31 @@ class zookeeper_backend : public ::testing::Test {
     return backend.make_contend_service(name, std::move(who), backend.default_options());
   }
 
+  /// Two backends (two sessions) on one mutex: `a` owns it with `fence`, `b` waits and has seen
+  /// the owner at least once.
+  struct owner_and_waiter {
+    std::shared_ptr<baton::mutex_backend> a_backend, b_backend;
+    std::shared_ptr<recorder> a_who, b_who;
+    std::shared_ptr<baton::contend_service> a, b;
+    std::uint64_t fence = 0;
+  };
+  /// Starts an owner_and_waiter on a fresh mutex named after `hint` (use with
+  /// ASSERT_NO_FATAL_FAILURE).
+  void start_owner_and_waiter(const std::string& hint, owner_and_waiter& p) {
+    p.a_backend = make(config());
+    p.b_backend = make(config());
+    const auto name = unique_name(hint);
+    p.a_who = std::make_shared<recorder>();
+    p.b_who = std::make_shared<recorder>();
+    p.a = service(*p.a_backend, name, p.a_who);
+    p.b = service(*p.b_backend, name, p.b_who);
+    p.a->start();
+    ASSERT_TRUE(baton::test::wait_until([&] { return p.a->is_owner(); }, 10s));
+    p.fence = p.a->fence();
+    p.b->start();
+    ASSERT_TRUE(baton::test::wait_until([&] { return p.b_who->observations() > 0; }, 10s));
+  }
+
   bool server_stopped_ = false;
   baton::runtime rt_;
 };
@@ -368,18 +393,9 @@ TEST_F(zookeeper_backend, a_dropped_connection_steps_the_owner_down_at_once_and_
 }
 
 TEST_F(zookeeper_backend, an_expired_session_is_replaced_and_the_owner_rejoins_with_a_new_fence) {
-  auto a_backend = make(config());
-  auto b_backend = make(config());
-  const auto name = unique_name("expire");
-  auto a_who = std::make_shared<recorder>();
-  auto b_who = std::make_shared<recorder>();
-  auto a = service(*a_backend, name, a_who);
-  auto b = service(*b_backend, name, b_who);
-  a->start();
-  ASSERT_TRUE(baton::test::wait_until([&] { return a->is_owner(); }, 10s));
-  const auto first = a->fence();
-  b->start();
-  ASSERT_TRUE(baton::test::wait_until([&] { return b_who->observations() > 0; }, 10s));
+  owner_and_waiter pair;
+  ASSERT_NO_FATAL_FAILURE(start_owner_and_waiter("expire", pair));
+  auto& [a_backend, b_backend, a_who, b_who, a, b, first] = pair;
   const auto old_session = zkd::session_id(*a_backend);
 
   ASSERT_TRUE(zkd::expire_session(*a_backend, 10s));
@@ -503,18 +519,9 @@ TEST_F(zookeeper_backend, a_server_restart_shorter_than_the_session_keeps_the_ow
 }
 
 TEST_F(zookeeper_backend, a_server_outage_longer_than_the_session_moves_ownership_on) {
-  auto a_backend = make(config());
-  auto b_backend = make(config());
-  const auto name = unique_name("restart-long");
-  auto a_who = std::make_shared<recorder>();
-  auto b_who = std::make_shared<recorder>();
-  auto a = service(*a_backend, name, a_who);
-  auto b = service(*b_backend, name, b_who);
-  a->start();
-  ASSERT_TRUE(baton::test::wait_until([&] { return a->is_owner(); }, 10s));
-  const auto fence = a->fence();
-  b->start();
-  ASSERT_TRUE(baton::test::wait_until([&] { return b_who->observations() > 0; }, 10s));
+  owner_and_waiter pair;
+  ASSERT_NO_FATAL_FAILURE(start_owner_and_waiter("restart-long", pair));
+  auto& [a_backend, b_backend, a_who, b_who, a, b, fence] = pair;
 
   server_stopped_ = true;
   ASSERT_TRUE(baton::test::server_ctl("stop", "zookeeper"));

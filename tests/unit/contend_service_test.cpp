@@ -10,6 +10,7 @@
 #include "baton/mutex/memory_store.hpp"
 #include "baton/mutex/runtime.hpp"
 #include "support/env.hpp"
+#include "support/lease.hpp"
 
 using namespace std::chrono_literals;
 
@@ -92,11 +93,7 @@ baton::lease_grant own_grant(const std::string& id, std::uint64_t fence,
 }
 
 baton::contend_options short_options() {
-  baton::contend_options o;
-  o.ttl = 100ms;
-  o.transition = 100ms;
-  o.retry_period = 20ms;
-  o.poll_interval = 20ms;
+  auto o = baton::test::lease_options(100ms, 20ms);
   o.drift_margin = 10ms;
   o.max_backoff = 40ms;
   return o;
@@ -109,13 +106,13 @@ TEST(contend_service, lifecycle_goes_initial_running_initial_and_restarts) {
   auto store = std::make_shared<baton::memory_lease_store>();
   auto who = std::make_shared<recorder>();
   auto s = baton::make_lease_contend_service(rt.io(), store, "life", "me", who, short_options());
-  EXPECT_EQ(s->state(), baton::lifecycle::initial);
+  EXPECT_EQ(s->status(), baton::service_status::initial);
   EXPECT_TRUE(s->start());
   EXPECT_FALSE(s->start());  // only from INITIAL
   ASSERT_TRUE(baton::test::wait_until([&] { return s->is_owner(); }, 5s));
-  EXPECT_EQ(s->state(), baton::lifecycle::running);
+  EXPECT_EQ(s->status(), baton::service_status::running);
   EXPECT_TRUE(s->stop_and_wait(5s));
-  EXPECT_EQ(s->state(), baton::lifecycle::initial);
+  EXPECT_EQ(s->status(), baton::service_status::initial);
   EXPECT_FALSE(s->is_owner());
   EXPECT_TRUE(s->start());
   ASSERT_TRUE(baton::test::wait_until([&] { return s->is_owner(); }, 5s));
@@ -135,7 +132,7 @@ TEST(contend_service, late_completion_after_stop_changes_nothing) {
   s->stop([&] { stopped = true; });
   // The stop waits for the request in flight (it could otherwise win after the release).
   ASSERT_TRUE(
-      baton::test::wait_until([&] { return s->state() == baton::lifecycle::stopping; }, 1s));
+      baton::test::wait_until([&] { return s->status() == baton::service_status::stopping; }, 1s));
   EXPECT_FALSE(stopped.load());
   EXPECT_EQ(store->releases(), 0);
   store->answer({}, own_grant("me", 1));  // the backend says we won, too late
@@ -162,7 +159,8 @@ TEST(contend_service, owner_steps_down_when_backend_stops_answering) {
   EXPECT_EQ(s->fence(), 0u);
   s->stop();
   while (store->pending() > 0) store->answer(baton::errc::connection_lost, {});
-  ASSERT_TRUE(baton::test::wait_until([&] { return s->state() == baton::lifecycle::initial; }, 5s));
+  ASSERT_TRUE(
+      baton::test::wait_until([&] { return s->status() == baton::service_status::initial; }, 5s));
 }
 
 TEST(contend_service, errors_are_retried_and_reported) {
@@ -184,7 +182,7 @@ TEST(contend_service, errors_are_retried_and_reported) {
   ASSERT_TRUE(baton::test::wait_until([&] { return s->is_owner(); }, 5s));
   EXPECT_EQ(who->errors.load(), 3);
   s->stop();
-  while (s->state() != baton::lifecycle::initial) {
+  while (s->status() != baton::service_status::initial) {
     if (store->pending() > 0) store->answer(baton::errc::connection_lost, {});
     std::this_thread::yield();
   }

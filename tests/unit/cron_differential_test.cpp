@@ -35,12 +35,14 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <random>
 #include <sstream>
 #include <string>
@@ -453,6 +455,42 @@ std::vector<std::string> reference_utc_fire_times(const test_case& c) {
   return out;
 }
 
+/// What comparing baton's fire times with an oracle's found.
+struct comparison {
+  std::size_t compared_times = 0;
+  std::size_t mismatches = 0;
+  std::size_t exhausted = 0;  ///< expressions the oracle ran out of fire times for ("END")
+  long long ms = 0;           ///< time spent, the oracle's `expected` included
+};
+
+/// Compares engine_fire_times() with `expected(i)` for every case; the first 20 mismatches are
+/// test failures, labelled with `oracle`.
+comparison compare_fire_times(const std::vector<test_case>& cases,
+                              const std::function<std::vector<std::string>(std::size_t)>& expected,
+                              const std::string& oracle) {
+  comparison r;
+  const auto begin = std::chrono::steady_clock::now();
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    const auto& c = cases[i];
+    const auto want = expected(i);
+    const auto actual = engine_fire_times(c);
+    if (!want.empty() && want.back() == "END") ++r.exhausted;
+    r.compared_times += std::min(actual.size(), want.size());
+    if (actual != want) {
+      ++r.mismatches;
+      if (r.mismatches <= 20) {
+        ADD_FAILURE() << "'" << c.expr << "' after " << c.start << "\n  "
+                      << std::string("baton:").append(oracle.size() - 4, ' ') << join(actual)
+                      << "\n  " << oracle << ": " << join(want);
+      }
+    }
+  }
+  r.ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
+                                                               begin)
+             .count();
+  return r;
+}
+
 }  // namespace
 
 TEST(cron_differential, matches_croniter_on_random_utc_expressions) {
@@ -468,29 +506,14 @@ TEST(cron_differential, matches_croniter_on_random_utc_expressions) {
   ASSERT_FALSE(HasFailure());
   ASSERT_EQ(oracle_lines.size(), cases.size()) << "oracle answered a different number of cases";
 
-  const auto ours_begin = std::chrono::steady_clock::now();
-  std::size_t compared_times = 0;
-  std::size_t mismatches = 0;
-  std::size_t exhausted = 0;
   for (std::size_t i = 0; i < cases.size(); ++i) {
-    const auto& c = cases[i];
-    const auto expected = split_words(oracle_lines[i]);
-    ASSERT_FALSE(!expected.empty() && expected[0] == "ERROR")
-        << "croniter rejected a generated expression '" << c.expr << "': " << oracle_lines[i];
-    const auto actual = engine_fire_times(c);
-    if (!expected.empty() && expected.back() == "END") ++exhausted;
-    compared_times += std::min(actual.size(), expected.size());
-    if (actual != expected) {
-      ++mismatches;
-      if (mismatches <= 20) {
-        ADD_FAILURE() << "'" << c.expr << "' after " << c.start << "\n  baton:    " << join(actual)
-                      << "\n  croniter: " << join(expected);
-      }
-    }
+    const auto words = split_words(oracle_lines[i]);
+    ASSERT_FALSE(!words.empty() && words[0] == "ERROR")
+        << "croniter rejected a generated expression '" << cases[i].expr
+        << "': " << oracle_lines[i];
   }
-  const auto ours_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                           std::chrono::steady_clock::now() - ours_begin)
-                           .count();
+  const auto [compared_times, mismatches, exhausted, ours_ms] = compare_fire_times(
+      cases, [&](std::size_t i) { return split_words(oracle_lines[i]); }, "croniter");
   EXPECT_EQ(mismatches, 0u) << "of " << cases.size() << " expressions";
   // A batch where croniter never runs out would leave the nullopt path untested, and vice versa.
   EXPECT_GT(exhausted, 0u);
@@ -509,26 +532,8 @@ TEST(cron_differential, matches_croniter_on_random_utc_expressions) {
 
 TEST(cron_differential, matches_isc_reference_on_random_utc_expressions) {
   const auto cases = make_cases(false);
-  const auto begin = std::chrono::steady_clock::now();
-  std::size_t compared_times = 0;
-  std::size_t mismatches = 0;
-  std::size_t exhausted = 0;
-  for (const auto& c : cases) {
-    const auto expected = reference_utc_fire_times(c);
-    const auto actual = engine_fire_times(c);
-    if (!expected.empty() && expected.back() == "END") ++exhausted;
-    compared_times += std::min(actual.size(), expected.size());
-    if (actual != expected) {
-      ++mismatches;
-      if (mismatches <= 20) {
-        ADD_FAILURE() << "'" << c.expr << "' after " << c.start << "\n  baton:     " << join(actual)
-                      << "\n  reference: " << join(expected);
-      }
-    }
-  }
-  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                      std::chrono::steady_clock::now() - begin)
-                      .count();
+  const auto [compared_times, mismatches, exhausted, ms] = compare_fire_times(
+      cases, [&](std::size_t i) { return reference_utc_fire_times(cases[i]); }, "reference");
   EXPECT_EQ(mismatches, 0u) << "of " << cases.size() << " expressions";
   EXPECT_GT(exhausted, 0u);
   RecordProperty("isc_expressions_compared", static_cast<int>(cases.size()));

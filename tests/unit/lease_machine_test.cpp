@@ -1,5 +1,6 @@
 // The lease state machine with a fake clock: no sleeps, no I/O.
 #include "baton/mutex/detail/lease_machine.hpp"
+#include "support/lease.hpp"
 
 #include <gtest/gtest.h>
 
@@ -13,10 +14,7 @@ using time_point = lease_machine::time_point;
 baton::backend_time bt(long long ms) { return baton::backend_time{std::chrono::milliseconds{ms}}; }
 
 baton::contend_options options() {
-  baton::contend_options o;
-  o.ttl = 1000ms;
-  o.transition = 1000ms;
-  o.retry_period = 100ms;
+  auto o = baton::test::lease_options(1000ms, 100ms);
   o.poll_interval = 300ms;
   o.drift_margin = 50ms;
   o.max_backoff = 800ms;

@@ -7,17 +7,14 @@
 #include <thread>
 
 #include "baton/mutex/memory_store.hpp"
+#include "support/lease.hpp"
 
 using namespace std::chrono_literals;
 
 namespace {
 
 baton::contend_options fast() {
-  baton::contend_options o;
-  o.ttl = 200ms;
-  o.transition = 200ms;
-  o.retry_period = 20ms;
-  o.poll_interval = 20ms;
+  auto o = baton::test::lease_options(200ms, 20ms);
   o.drift_margin = 10ms;
   o.max_backoff = 40ms;
   return o;

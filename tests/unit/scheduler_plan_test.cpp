@@ -35,10 +35,10 @@ TEST(schedule_plan, every_fires_at_acquisition_when_nothing_is_recorded) {
   schedule_plan plan(every(1h), misfire_policy::run_once);
   plan.start(std::nullopt, t0);
   auto step = plan.due(t0);
-  ASSERT_TRUE(step.fire);
-  EXPECT_EQ(*step.at, t0);
+  ASSERT_TRUE(step.fires());
+  EXPECT_EQ(step.slot, t0);
   EXPECT_FALSE(step.catch_up);
-  plan.fired(*step.at);
+  plan.fired(step.slot);
   EXPECT_EQ(plan.next_fire(), t0 + 1h);
   EXPECT_EQ(plan.last_fire(), t0);
 }
@@ -47,34 +47,34 @@ TEST(schedule_plan, initial_delay_delays_the_first_fire_only) {
   schedule_plan plan(every(1h, 10min), misfire_policy::run_once);
   plan.start(std::nullopt, t0);
   auto step = plan.due(t0);
-  EXPECT_FALSE(step.fire);
-  EXPECT_EQ(step.at, t0 + 10min);
-  EXPECT_FALSE(plan.due(t0 + 10min - 1ms).fire);
+  EXPECT_FALSE(step.fires());
+  EXPECT_EQ(step.wake, t0 + 10min);
+  EXPECT_FALSE(plan.due(t0 + 10min - 1ms).fires());
   step = plan.due(t0 + 10min);
-  ASSERT_TRUE(step.fire);
-  EXPECT_EQ(*step.at, t0 + 10min);
-  plan.fired(*step.at);
+  ASSERT_TRUE(step.fires());
+  EXPECT_EQ(step.slot, t0 + 10min);
+  plan.fired(step.slot);
   EXPECT_EQ(plan.next_fire(), t0 + 70min);
 }
 
 TEST(schedule_plan, initial_delay_is_ignored_when_a_fire_is_recorded) {
   schedule_plan plan(every(1h, 10min), misfire_policy::run_once);
   plan.start(recorded_fire{t0 - 50min, 3, std::nullopt}, t0);
-  EXPECT_EQ(plan.due(t0).at, t0 + 10min);  // last + period, not now + initial_delay
+  EXPECT_EQ(plan.due(t0).wake, t0 + 10min);  // last + period, not now + initial_delay
   plan.start(recorded_fire{t0 - 5min, 3, std::nullopt}, t0);
-  EXPECT_EQ(plan.due(t0).at, t0 + 55min);
+  EXPECT_EQ(plan.due(t0).wake, t0 + 55min);
 }
 
 TEST(schedule_plan, new_leader_waits_55_minutes_after_a_fire_5_minutes_ago) {
   schedule_plan plan(every(1h), misfire_policy::run_once);
   plan.start(recorded_fire{t0, 7, std::nullopt}, t0 + 5min);
   auto step = plan.due(t0 + 5min);
-  EXPECT_FALSE(step.fire);
-  EXPECT_EQ(*step.at - (t0 + 5min), 55min);
-  EXPECT_FALSE(plan.due(t0 + 1h - 1ms).fire);
+  EXPECT_FALSE(step.fires());
+  EXPECT_EQ(*step.wake - (t0 + 5min), 55min);
+  EXPECT_FALSE(plan.due(t0 + 1h - 1ms).fires());
   step = plan.due(t0 + 1h);
-  ASSERT_TRUE(step.fire);
-  EXPECT_EQ(*step.at, t0 + 1h);
+  ASSERT_TRUE(step.fires());
+  EXPECT_EQ(step.slot, t0 + 1h);
   EXPECT_FALSE(step.catch_up);
 }
 
@@ -85,8 +85,8 @@ TEST(schedule_plan, new_leader_never_fires_sooner_than_the_cadence_under_either_
       const sys_time now = t0 + since;
       plan.start(recorded_fire{t0, 1, std::nullopt}, now);
       auto step = plan.due(now);
-      EXPECT_FALSE(step.fire) << since.count();
-      EXPECT_EQ(step.at, t0 + 1min) << since.count();
+      EXPECT_FALSE(step.fires()) << since.count();
+      EXPECT_EQ(step.wake, t0 + 1min) << since.count();
     }
   }
 }
@@ -98,9 +98,9 @@ TEST(schedule_plan, cadence_continues_across_a_handover_through_the_recorded_sta
   std::string state;
   for (auto wake : {t0, t0 + 1h + 3s}) {
     auto step = a.due(wake);
-    ASSERT_TRUE(step.fire);
-    a.fired(*step.at);
-    state = detail::format_schedule_state(recorded_fire{*step.at, 5, std::nullopt});
+    ASSERT_TRUE(step.fires());
+    a.fired(step.slot);
+    state = detail::format_schedule_state(recorded_fire{step.slot, 5, std::nullopt});
   }
   EXPECT_EQ(a.last_fire(), t0 + 1h);  // the planned time, not when the timer woke
 
@@ -109,10 +109,10 @@ TEST(schedule_plan, cadence_continues_across_a_handover_through_the_recorded_sta
   auto recorded = detail::parse_schedule_state(state);
   ASSERT_TRUE(recorded);
   b.start(recorded, t0 + 1h + 20min);
-  EXPECT_EQ(b.due(t0 + 1h + 20min).at, t0 + 2h);
+  EXPECT_EQ(b.due(t0 + 1h + 20min).wake, t0 + 2h);
   auto step = b.due(t0 + 2h + 1ms);
-  ASSERT_TRUE(step.fire);
-  EXPECT_EQ(*step.at, t0 + 2h);
+  ASSERT_TRUE(step.fires());
+  EXPECT_EQ(step.slot, t0 + 2h);
   EXPECT_FALSE(step.catch_up);
 }
 
@@ -121,9 +121,9 @@ TEST(schedule_plan, fixed_rate_does_not_drift_when_timers_wake_late) {
   plan.start(std::nullopt, t0);
   for (int k = 0; k < 100; ++k) {
     auto step = plan.due(t0 + k * 10s + 250ms);  // every wake-up 250 ms late
-    ASSERT_TRUE(step.fire);
-    EXPECT_EQ(*step.at, t0 + k * 10s);
-    plan.fired(*step.at);
+    ASSERT_TRUE(step.fires());
+    EXPECT_EQ(step.slot, t0 + k * 10s);
+    plan.fired(step.slot);
   }
   EXPECT_EQ(plan.next_fire(), t0 + 1000s);
 }
@@ -133,17 +133,17 @@ TEST(schedule_plan, run_once_catches_up_exactly_once_for_fires_missed_while_nobo
   const sys_time now = t0 + 3h + 30min;
   plan.start(recorded_fire{t0, 1, std::nullopt}, now);
   auto step = plan.due(now);
-  ASSERT_TRUE(step.fire);
+  ASSERT_TRUE(step.fires());
   EXPECT_TRUE(step.catch_up);
-  EXPECT_EQ(*step.at, t0 + 3h);  // the latest missed fire
-  EXPECT_EQ(step.first_missed, t0 + 1h);
-  plan.fired(*step.at);
+  EXPECT_EQ(step.slot, t0 + 3h);  // the latest missed fire
+  EXPECT_EQ(step.missed_since, t0 + 1h);
+  plan.fired(step.slot);
   // No second catch-up: the next fire is the regular one.
   step = plan.due(now + 1s);
-  EXPECT_FALSE(step.fire);
-  EXPECT_EQ(step.at, t0 + 4h);
+  EXPECT_FALSE(step.fires());
+  EXPECT_EQ(step.wake, t0 + 4h);
   step = plan.due(t0 + 4h);
-  ASSERT_TRUE(step.fire);
+  ASSERT_TRUE(step.fires());
   EXPECT_FALSE(step.catch_up);
 }
 
@@ -152,18 +152,18 @@ TEST(schedule_plan, skip_drops_missed_fires_and_waits_for_the_next_regular_one) 
   const sys_time now = t0 + 3h + 30min;
   plan.start(recorded_fire{t0, 1, std::nullopt}, now);
   auto step = plan.due(now);
-  EXPECT_FALSE(step.fire);
-  EXPECT_TRUE(step.dropped_missed);
-  EXPECT_EQ(step.first_missed, t0 + 1h);
-  EXPECT_EQ(step.at, t0 + 4h);
+  EXPECT_FALSE(step.fires());
+  EXPECT_TRUE(step.dropped);
+  EXPECT_EQ(step.missed_since, t0 + 1h);
+  EXPECT_EQ(step.wake, t0 + 4h);
   plan.drop_missed(now);
   step = plan.due(now);
-  EXPECT_FALSE(step.fire);
-  EXPECT_FALSE(step.dropped_missed);
-  EXPECT_EQ(step.at, t0 + 4h);
+  EXPECT_FALSE(step.fires());
+  EXPECT_FALSE(step.dropped);
+  EXPECT_EQ(step.wake, t0 + 4h);
   step = plan.due(t0 + 4h + 2s);  // a late timer during our leadership still fires
-  ASSERT_TRUE(step.fire);
-  EXPECT_EQ(*step.at, t0 + 4h);
+  ASSERT_TRUE(step.fires());
+  EXPECT_EQ(step.slot, t0 + 4h);
   EXPECT_FALSE(step.catch_up);
 }
 
@@ -171,8 +171,8 @@ TEST(schedule_plan, a_fire_due_just_before_the_acquisition_is_on_time_not_missed
   schedule_plan plan(every(1h), misfire_policy::skip);
   plan.start(recorded_fire{t0, 1, std::nullopt}, t0 + 1h + 400ms);
   auto step = plan.due(t0 + 1h + 400ms);
-  ASSERT_TRUE(step.fire);
-  EXPECT_EQ(*step.at, t0 + 1h);
+  ASSERT_TRUE(step.fires());
+  EXPECT_EQ(step.slot, t0 + 1h);
   EXPECT_FALSE(step.catch_up);
 }
 
@@ -203,7 +203,7 @@ TEST(schedule_plan, run_once_decide_starts_a_catch_up) {
 TEST(schedule_plan, a_record_from_a_clock_ahead_of_ours_counts_as_a_fire_now) {
   schedule_plan plan(every(1h), misfire_policy::run_once);
   plan.start(recorded_fire{t0 + 2s, 1, std::nullopt}, t0);
-  EXPECT_EQ(plan.due(t0).at, t0 + 1h);
+  EXPECT_EQ(plan.due(t0).wake, t0 + 1h);
   EXPECT_EQ(plan.last_fire(), t0 + 2s);
 }
 
@@ -303,13 +303,13 @@ TEST(schedule_plan, fixed_rate_and_fixed_delay_agree_for_short_runs_only_in_coun
 TEST(schedule_plan, fixed_delay_continues_from_the_recorded_end_after_a_handover) {
   schedule_plan plan(every(1min, 0ms, every_mode::fixed_delay), misfire_policy::run_once);
   plan.start(recorded_fire{t0, 2, t0 + 30s}, t0 + 40s);
-  EXPECT_EQ(plan.due(t0 + 40s).at, t0 + 90s);
+  EXPECT_EQ(plan.due(t0 + 40s).wake, t0 + 90s);
 }
 
 TEST(schedule_plan, fixed_delay_counts_from_the_acquisition_when_the_end_is_not_recorded) {
   schedule_plan plan(every(1min, 0ms, every_mode::fixed_delay), misfire_policy::run_once);
   plan.start(recorded_fire{t0, 2, std::nullopt}, t0 + 40s);
-  EXPECT_EQ(plan.due(t0 + 40s).at, t0 + 100s);
+  EXPECT_EQ(plan.due(t0 + 40s).wake, t0 + 100s);
 }
 
 TEST(schedule_plan, fixed_delay_waits_for_the_run_to_end) {
@@ -380,7 +380,7 @@ TEST(schedule_plan, stop_grace_defaults_fit_inside_the_lease) {
 TEST(schedule_plan, cron_without_state_fires_at_the_next_match) {
   schedule_plan plan(cron("*/15 * * * *"), misfire_policy::run_once);
   plan.start(std::nullopt, t0 + 1min);
-  EXPECT_EQ(plan.due(t0 + 1min).at, t0 + 15min);
+  EXPECT_EQ(plan.due(t0 + 1min).wake, t0 + 15min);
 }
 
 TEST(schedule_plan, cron_continues_from_the_recorded_fire) {
@@ -389,8 +389,8 @@ TEST(schedule_plan, cron_continues_from_the_recorded_fire) {
   const sys_time last = t0 - 8h;
   plan.start(recorded_fire{last, 9, std::nullopt}, t0);
   auto step = plan.due(t0);
-  EXPECT_FALSE(step.fire);
-  EXPECT_EQ(step.at, last + 24h);  // 2024-03-02 03:00 Berlin
+  EXPECT_FALSE(step.fires());
+  EXPECT_EQ(step.wake, last + 24h);  // 2024-03-02 03:00 Berlin
 }
 
 TEST(schedule_plan, cron_catch_up_fires_the_latest_missed_time_once) {
@@ -403,7 +403,7 @@ TEST(schedule_plan, cron_catch_up_fires_the_latest_missed_time_once) {
   EXPECT_EQ(d.slot, t0 + 5h);
   EXPECT_EQ(d.missed_since, t0 + 1h);
   plan.fired(d.slot);
-  EXPECT_EQ(plan.due(now).at, t0 + 6h);
+  EXPECT_EQ(plan.due(now).wake, t0 + 6h);
 }
 
 TEST(schedule_plan, cron_skip_waits_for_the_next_match) {
@@ -441,8 +441,8 @@ TEST(schedule_plan, cron_new_leader_waits_for_the_next_match_after_a_recent_fire
   schedule_plan plan(cron("0 * * * *"), misfire_policy::run_once);
   plan.start(recorded_fire{t0, 1, std::nullopt}, t0 + 5min);
   auto step = plan.due(t0 + 5min);
-  EXPECT_FALSE(step.fire);
-  EXPECT_EQ(step.at, t0 + 1h);
+  EXPECT_FALSE(step.fires());
+  EXPECT_EQ(step.wake, t0 + 1h);
 }
 
 TEST(schedule_plan, cron_with_no_more_matches_plans_nothing) {

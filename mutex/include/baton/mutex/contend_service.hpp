@@ -1,5 +1,13 @@
 #pragma once
 /// The contend service: one contender on one mutex, with the lifecycle shared by all backends.
+///
+/// Three words that sound alike, one meaning each (across mutex/ and the backends):
+/// - status (service_status, contend_service::status()): where the service is in its
+///   lifecycle, INITIAL -> STARTING -> RUNNING -> STOPPING (Simba's "status").
+/// - mutex_state (owner.hpp): one ownership change, the owner before and after, handed to
+///   on_acquired/on_released.
+/// - state (read_state/write_state, async_read_state/async_write_state): the lease-guarded
+///   bytes per mutex that only the current fence may write and the next owner reads.
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -18,8 +26,8 @@
 
 namespace baton {
 
-/// Lifecycle of a contend service: INITIAL -> STARTING -> RUNNING -> STOPPING -> INITIAL.
-enum class lifecycle { initial, starting, running, stopping };
+/// Lifecycle status of a contend service: INITIAL -> STARTING -> RUNNING -> STOPPING -> INITIAL.
+enum class service_status { initial, starting, running, stopping };
 
 /// Contends for one mutex on behalf of one contender. The base class owns the lifecycle and the
 /// notification rules (serialized on the strand, on_acquired/on_released alternate, completions of
@@ -45,7 +53,8 @@ class contend_service : public std::enable_shared_from_this<contend_service> {
   /// stop() then start() once stopped.
   void restart() noexcept;
 
-  lifecycle state() const noexcept { return lifecycle_.load(); }
+  /// Where the service is in its lifecycle (any thread).
+  service_status status() const noexcept { return status_.load(); }
   const std::string& mutex_name() const noexcept { return name_; }
   const std::string& contender_id() const noexcept { return id_; }
   const contend_options& options() const noexcept { return options_; }
@@ -76,7 +85,7 @@ class contend_service : public std::enable_shared_from_this<contend_service> {
 
   /// On the strand: true while `generation` is the running one.
   bool current(std::uint64_t generation) const noexcept {
-    return generation == generation_ && lifecycle_.load() == lifecycle::running;
+    return generation == generation_ && status_.load() == service_status::running;
   }
   std::uint64_t generation() const noexcept { return generation_; }
 
@@ -93,15 +102,13 @@ class contend_service : public std::enable_shared_from_this<contend_service> {
   /// On the strand: true between notify_acquired and notify_released.
   bool leader() const noexcept { return leader_; }
 
-  boost::asio::io_context& io_;
-
  private:
   executor_type strand_;
   std::string name_;
   std::string id_;
   std::weak_ptr<mutex_contender> contender_;
   contend_options options_;
-  std::atomic<lifecycle> lifecycle_{lifecycle::initial};
+  std::atomic<service_status> status_{service_status::initial};
   std::uint64_t generation_ = 0;  // strand only
   bool leader_ = false;           // strand only
 

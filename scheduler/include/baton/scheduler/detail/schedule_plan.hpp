@@ -30,18 +30,8 @@ std::string format_schedule_state(const recorded_fire& r);
 /// Parses format_schedule_state(); nullopt for an empty or malformed state.
 std::optional<recorded_fire> parse_schedule_state(std::string_view text);
 
-/// What to do now.
-struct plan_step {
-  bool fire = false;  ///< fire now, else wait
-  /// fire: the planned fire time; wait: when to decide again (nullopt: nothing planned, e.g.
-  /// a fixed_delay run still going or a cron expression with no more fire times).
-  std::optional<sys_time> at;
-  bool catch_up = false;        ///< fire: a run_once catch-up of fires missed before leadership
-  bool dropped_missed = false;  ///< wait: missed fires are dropped (skip policy)
-  std::optional<sys_time> first_missed;  ///< catch_up/dropped_missed: earliest missed fire
-};
-
-/// What a leader does at one wake-up (schedule_plan::decide).
+/// What a leader does at one wake-up. due() answers wait or start; decide() adds the skip
+/// policy, the overlap rule (skip_overlap) and the lease rule (defer).
 struct decision {
   enum kind {
     wait,          ///< nothing due: decide again at `wake` (nullopt: nothing planned)
@@ -50,11 +40,16 @@ struct decision {
     defer,         ///< `slot` is due but the lease has too little left: retry shortly
   };
   kind what = wait;
-  sys_time slot{};                       ///< start / skip_overlap / defer: the planned fire time
-  std::optional<sys_time> wake;          ///< wait / skip_overlap: when to decide again
+  sys_time slot{};  ///< start / skip_overlap / defer: the planned fire time
+  /// wait / skip_overlap: when to decide again (nullopt: nothing planned, e.g. a fixed_delay run
+  /// still going or a cron expression with no more fire times).
+  std::optional<sys_time> wake;
   bool catch_up = false;                 ///< start: a run_once catch-up of missed fires
   bool dropped = false;                  ///< missed fires were dropped (misfire policy skip)
   std::optional<sys_time> missed_since;  ///< catch_up / dropped: the earliest missed fire
+
+  /// True for a start.
+  bool fires() const noexcept { return what == start; }
 };
 
 /// The cadence of one schedule on the current leader.
@@ -77,8 +72,9 @@ class schedule_plan {
 
   /// Became leader at `now`; `recorded` is what the state held (nullopt: nothing recorded).
   void start(const std::optional<recorded_fire>& recorded, sys_time now);
-  /// What to do at `now`.
-  plan_step due(sys_time now) const;
+  /// What to do at `now`, by the cadence alone: start (`slot`, maybe a catch_up) or wait
+  /// (`wake`; `dropped` when the skip policy would drop missed fires: call drop_missed()).
+  decision due(sys_time now) const;
   /// The whole decision at a wake-up: due(), then the skip policy, the overlap rule (`running`:
   /// a run is going or being recorded) and the lease rule (`lease_left`: local lease deadline
   /// minus now; a job never starts with stop_grace or less left). Skips are applied to the plan;

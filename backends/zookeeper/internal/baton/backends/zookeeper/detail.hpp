@@ -1,6 +1,8 @@
 #pragma once
 /// Internals of the ZooKeeper backend that tests need: settings parsing, lock node names, error
-/// translation, counters and fault injection. Not a stable API.
+/// translation, counters and fault injection (test hooks such as expire_session). Not a stable
+/// API and not installed: internal/ is on the include path of this module and of the test-only
+/// target baton_backend_zookeeper_internal.
 #include <chrono>
 #include <cstdint>
 #include <memory>
