@@ -1,9 +1,12 @@
 #pragma once
 // The subcommands of `baton`; each returns the process exit status.
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "baton/config/config.hpp"
+#include "baton/mutex/runtime.hpp"
 #include "cli.hpp"
 
 namespace baton::daemon {
@@ -22,6 +25,12 @@ std::optional<config::daemon_config> load_or_report(const command_line& cl);
 
 /// The program a command runs, as exec would find it (PATH for a bare name); empty if none.
 std::string find_program(const std::string& program);
+
+/// Builds the configured backend. A parameter it rejects is printed as "FILE: /backend: ..."
+/// (status exit_usage); any other failure goes to `report` (status exit_failure). Null on failure.
+std::shared_ptr<mutex_backend> make_configured_backend(
+    const config::daemon_config& config, runtime& rt, int& status,
+    const std::function<void(const std::string&)>& report);
 
 /// Backend parameters for display, secrets masked (password=..., URL passwords).
 std::string describe_backend(const backend_config& backend);

@@ -88,6 +88,21 @@ std::string find_program(const std::string& program) {
   return {};
 }
 
+std::shared_ptr<mutex_backend> make_configured_backend(
+    const config::daemon_config& config, runtime& rt, int& status,
+    const std::function<void(const std::string&)>& report) {
+  try {
+    return make_backend(config.backend, rt);
+  } catch (const std::invalid_argument& e) {
+    std::cerr << config.source << ": /backend: " << e.what() << "\n";
+    status = exit_usage;
+  } catch (const std::exception& e) {
+    report("cannot set up the " + config.backend.type + " backend: " + e.what());
+    status = exit_failure;
+  }
+  return nullptr;
+}
+
 std::string describe_backend(const backend_config& backend) {
   static const std::regex password_kv(R"((password\s*=\s*)('[^']*'|\S+))", std::regex::icase);
   static const std::regex url_password(R"((://[^:/@]*:)[^@/]*@)");
@@ -167,17 +182,11 @@ int status(const command_line& cl) {
   if (!config) return exit_usage;
   configure_logging(cl.log_level.value_or("warn"));
   runtime rt;
-  std::shared_ptr<mutex_backend> backend;
-  try {
-    backend = make_backend(config->backend, rt);
-  } catch (const std::invalid_argument& e) {
-    std::cerr << config->source << ": /backend: " << e.what() << "\n";
-    return exit_usage;
-  } catch (const std::exception& e) {
-    std::cerr << "baton status: cannot set up the " << config->backend.type
-              << " backend: " << e.what() << "\n";
-    return exit_failure;
-  }
+  int failed = exit_ok;
+  auto backend = make_configured_backend(*config, rt, failed, [](const std::string& why) {
+    std::cerr << "baton status: " << why << "\n";
+  });
+  if (!backend) return failed;
   std::ostream& out = std::cout;
   out << "backend: " << describe_backend(config->backend) << " (times are the backend's clock)\n";
   {

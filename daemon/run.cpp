@@ -177,16 +177,10 @@ int run(const command_line& cl) {
              describe_backend(config->backend), config->schedules.size());
 
   runtime rt;
-  std::shared_ptr<mutex_backend> backend;
-  try {
-    backend = make_backend(config->backend, rt);
-  } catch (const std::invalid_argument& e) {
-    std::cerr << config->source << ": /backend: " << e.what() << "\n";
-    return exit_usage;
-  } catch (const std::exception& e) {
-    log().error("cannot set up the {} backend: {}", config->backend.type, e.what());
-    return exit_failure;
-  }
+  int failed = exit_ok;
+  auto backend = make_configured_backend(*config, rt, failed,
+                                         [](const std::string& why) { log().error("{}", why); });
+  if (!backend) return failed;
   // The same defaults the config was checked against (the backend's descriptor computes both).
   const contend_options defaults = config->backend_defaults;
   auto sched =

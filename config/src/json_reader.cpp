@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "baton/config/duration.hpp"
+#include "baton/mutex/backend_descriptor.hpp"
 
 namespace baton::config::detail {
 
@@ -14,22 +15,6 @@ bool is_name_start(char c) { return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 
 bool is_name_char(char c) { return is_name_start(c) || (c >= '0' && c <= '9'); }
 
 std::string in_quotes(std::string_view s) { return json(std::string(s)).dump(); }
-
-// Edit distance, for "did you mean" on unknown keys.
-std::size_t distance(std::string_view a, std::string_view b) {
-  std::vector<std::size_t> row(b.size() + 1);
-  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (std::size_t i = 1; i <= a.size(); ++i) {
-    std::size_t diagonal = row[0];
-    row[0] = i;
-    for (std::size_t j = 1; j <= b.size(); ++j) {
-      std::size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diagonal = up;
-    }
-  }
-  return row[b.size()];
-}
 
 // One open object or array while parsing, to name the path of a duplicate key.
 struct frame {
@@ -197,13 +182,8 @@ void reader::allowed_keys(const json& object, const std::string& path,
   for (const auto& [key, value] : object.items()) {
     if (std::find(allowed.begin(), allowed.end(), key) != allowed.end()) continue;
     std::string message = "unknown key " + in_quotes(key);
-    std::string_view best;
-    std::size_t best_distance = 3;
-    for (auto candidate : allowed) {
-      std::size_t d = distance(key, candidate);
-      if (d < best_distance) best_distance = d, best = candidate;
-    }
-    if (!best.empty()) message += " (did you mean " + in_quotes(best) + "?)";
+    if (const auto best = nearest_name(key, allowed); !best.empty())
+      message += " (did you mean " + in_quotes(best) + "?)";
     std::string list;
     for (auto candidate : allowed) list += (list.empty() ? "" : ", ") + std::string(candidate);
     error(child(path, key), message + "; allowed here: " + list);

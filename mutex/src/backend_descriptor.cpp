@@ -25,6 +25,16 @@ std::string quoted(std::string_view s) { return "\"" + std::string(s) + "\""; }
 
 }  // namespace
 
+std::string_view nearest_name(std::string_view key,
+                              const std::vector<std::string_view>& candidates) {
+  std::string_view best;
+  std::size_t best_distance = 3;
+  for (auto candidate : candidates)
+    if (const auto d = distance(key, candidate); d < best_distance)
+      best_distance = d, best = candidate;
+  return best;
+}
+
 std::string_view to_string(param_kind kind) noexcept {
   switch (kind) {
     case param_kind::text:
@@ -53,13 +63,10 @@ std::vector<setting_problem> check_param_names(const backend_descriptor& d,
   for (const auto& name : names) {
     if (d.find(name) != nullptr) continue;
     std::string message = "unknown key " + quoted(name);
-    const param_descriptor* best = nullptr;
-    std::size_t best_distance = 3;
-    for (const auto& p : d.params) {
-      const auto dist = distance(name, p.name);
-      if (dist < best_distance) best_distance = dist, best = &p;
-    }
-    if (best != nullptr) message += " (did you mean " + quoted(best->name) + "?)";
+    std::vector<std::string_view> names_known;
+    for (const auto& p : d.params) names_known.push_back(p.name);
+    if (const auto best = nearest_name(name, names_known); !best.empty())
+      message += " (did you mean " + quoted(best) + "?)";
     message += known.empty() ? "; a " + d.type + " backend takes no parameters"
                              : "; a " + d.type + " backend takes: " + known;
     problems.push_back({name, message});

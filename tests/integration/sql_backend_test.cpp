@@ -400,6 +400,7 @@ TEST_P(sql_backend_test, two_lockers_hand_over) {
   EXPECT_EQ(options.poll_interval, 20ms);
   options.ttl = 1s;
   options.transition = 1s;
+  options.retry_period = 200ms;  // below ttl (baton::check)
   baton::locker first(*backend, "handover", options);
   baton::locker second(*backend, "handover", options);
   ASSERT_TRUE(first.try_lock_for(5s));

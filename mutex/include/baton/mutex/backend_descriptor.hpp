@@ -65,6 +65,11 @@ class backend_param_error : public std::invalid_argument {
   std::string param_;
 };
 
+/// The name among `candidates` nearest to `key` (edit distance at most 2), for "did you mean";
+/// empty when none is that near. Used for every unknown key, backend parameters and config keys.
+std::string_view nearest_name(std::string_view key,
+                              const std::vector<std::string_view>& candidates);
+
 /// The unknown-key policy, the same for every backend: each name in `names` that `d` does not
 /// take is a problem (field: the name) saying so, with the nearest known name as a suggestion
 /// and the list of known ones.
