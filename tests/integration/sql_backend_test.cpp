@@ -175,6 +175,7 @@ class sql_backend_test : public ::testing::TestWithParam<std::string> {
     created_ = config(std::move(extra));
     return make(*created_);
   }
+  void lock_row_m(soci::session& admin);
 
   baton::runtime rt_;
   baton::backend_config base_ = baton::test::backend_config_for(GetParam());  // one SQLite file
@@ -499,6 +500,17 @@ TEST_P(sql_backend_test, many_waiters_notice_release_and_lapse_through_the_batch
   for (auto& h : holders.services) h->stop_and_wait(5s);
 }
 
+// Locks mutex "m"'s row from `admin` (SQLite: the whole file) until ROLLBACK.
+void sql_backend_test::lock_row_m(soci::session& admin) {
+  if (GetParam() == "sqlite") {
+    admin << "BEGIN IMMEDIATE";
+  } else {
+    admin << (GetParam() == "mysql" ? "START TRANSACTION" : "BEGIN");
+    std::string name;
+    admin << "SELECT name FROM " + table_ + " WHERE name = 'm' FOR UPDATE", soci::into(name);
+  }
+}
+
 TEST_P(sql_backend_test, a_request_blocked_by_a_lock_fails_with_timeout_after_statement_timeout) {
   sync_store store(fresh({{"statement_timeout", "300ms"}}));
   auto [ec, a] = store.acquire("m", "a", 5s, 5s);
@@ -506,13 +518,7 @@ TEST_P(sql_backend_test, a_request_blocked_by_a_lock_fails_with_timeout_after_st
 
   // Another session locks the row (SQLite: the whole file) behind the backend's back.
   auto admin = admin_session(*created_);
-  if (GetParam() == "sqlite") {
-    *admin << "BEGIN IMMEDIATE";
-  } else {
-    *admin << (GetParam() == "mysql" ? "START TRANSACTION" : "BEGIN");
-    std::string name;
-    *admin << "SELECT name FROM " + table_ + " WHERE name = 'm' FOR UPDATE", soci::into(name);
-  }
+  lock_row_m(*admin);
   const auto start = std::chrono::steady_clock::now();
   auto [ec2, blocked] = store.acquire("m", "a", 5s, 5s);
   const auto took = std::chrono::steady_clock::now() - start;
@@ -532,13 +538,7 @@ TEST_P(sql_backend_test, reacquire_after_a_failed_release_is_a_new_ownership) {
   ASSERT_FALSE(ec) << ec.message();
 
   auto admin = admin_session(*created_);
-  if (GetParam() == "sqlite") {
-    *admin << "BEGIN IMMEDIATE";
-  } else {
-    *admin << (GetParam() == "mysql" ? "START TRANSACTION" : "BEGIN");
-    std::string name;
-    *admin << "SELECT name FROM " + table_ + " WHERE name = 'm' FOR UPDATE", soci::into(name);
-  }
+  lock_row_m(*admin);
   EXPECT_EQ(store.release("m", "a"), errc::timeout);
   *admin << "ROLLBACK";
 
