@@ -55,18 +55,21 @@ struct running_schedule {
 void start_schedule(scheduler& sched, const config::daemon_config& config,
                     const config::schedule_config& s, const contend_options& defaults,
                     std::map<std::string, running_schedule>& running) {
-  sched.add(config::make_schedule_options(config, s, defaults));
-  running[s.name] = {config::fingerprint(config, s, defaults), config.kill_grace_for(s, defaults)};
+  // Built once: what the scheduler gets is also what the log shows.
+  auto options = config::make_schedule_options(config, s, defaults);
+  const contend_options lease = options.lease.value_or(defaults);
+  const milliseconds stop_grace = options.stop_grace.value_or(milliseconds{0});
+  const milliseconds kill_grace = config.kill_grace_for(s, defaults);
+  sched.add(std::move(options));
+  running[s.name] = {config::fingerprint(config, s, defaults), kill_grace};
   if (find_program(s.command.front()).empty())
     log().warn("schedule '{}': program '{}' not found (or not executable); its runs will fail",
                s.name, s.command.front());
-  const auto lease = config.lease_for(s, defaults);
   log().info("schedule '{}': {}, lease ttl {} transition {} poll {}, stop_grace {}, kill_grace {}",
              s.name, config::describe(s.when), config::format_duration(lease.ttl),
              config::format_duration(lease.transition),
-             config::format_duration(lease.poll_interval),
-             config::format_duration(config.stop_grace_for(s, defaults)),
-             config::format_duration(config.kill_grace_for(s, defaults)));
+             config::format_duration(lease.poll_interval), config::format_duration(stop_grace),
+             config::format_duration(kill_grace));
 }
 
 /// How long stopping may wait for jobs: the longest kill_grace, plus time to reap.
