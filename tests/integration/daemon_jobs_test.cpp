@@ -2,10 +2,7 @@
 // killed, or loses its backend, whatever shape the job has; SIGHUP reloads the config (added,
 // removed, changed and unchanged schedules; invalid configs and backend changes refused); a job
 // gets TZ, its working directory, its user and group (descriptors: job_tree_test.cpp).
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <gmock/gmock.h>
@@ -65,29 +62,11 @@ double ms_since(steady::time_point t) {
   return std::chrono::duration<double, std::milli>(steady::now() - t).count();
 }
 
-/// A free TCP port on loopback (bound and released; the caller binds it again at once).
-int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-  socklen_t len = sizeof addr;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  ::close(fd);
-  return ntohs(addr.sin_port);
-}
-
-bool accepts(int port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = htons(static_cast<std::uint16_t>(port));
-  const bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
-  ::close(fd);
-  return ok;
+/// How often `needle` occurs in `text`.
+std::size_t count_of(const std::string& text, const std::string& needle) {
+  std::size_t n = 0;
+  for (std::size_t p = 0; (p = text.find(needle, p)) != std::string::npos; ++p) ++n;
+  return n;
 }
 
 /// One daemon running one schedule per job shape, each run marked with its own variable.
@@ -171,11 +150,7 @@ TEST(daemon_job_tree, sigterm_ends_every_process_of_every_run_and_reports_their_
   expect_all_gone(gone, "daemon_sigterm", (kill_grace + 1s).count());
   // Each run's status is the command's own (sh or sleep, killed after ignoring SIGTERM).
   const auto log = read_file(node.log());
-  std::size_t killed = 0;
-  for (std::size_t p = 0;
-       (p = log.find("] killed by SIGKILL (stop requested)", p)) != std::string::npos; ++p)
-    ++killed;
-  EXPECT_EQ(killed, std::size(shapes)) << log;
+  EXPECT_EQ(count_of(log, "] killed by SIGKILL (stop requested)"), std::size(shapes)) << log;
 }
 
 TEST(daemon_job_tree, a_timeout_ends_every_process_of_every_run_and_reports_their_status) {
@@ -187,11 +162,7 @@ TEST(daemon_job_tree, a_timeout_ends_every_process_of_every_run_and_reports_thei
   const auto up = steady::now();
   expect_all_gone(node.gone_after(up), "timeout (from all up)", (1s + kill_grace + 1s).count());
   const auto log = read_file(node.log());
-  std::size_t killed = 0;
-  for (std::size_t p = 0; (p = log.find("] killed by SIGKILL (timeout)", p)) != std::string::npos;
-       ++p)
-    ++killed;
-  EXPECT_EQ(killed, std::size(shapes)) << log;
+  EXPECT_EQ(count_of(log, "] killed by SIGKILL (timeout)"), std::size(shapes)) << log;
   node.daemon().signal(SIGTERM);
   EXPECT_EQ(node.daemon().wait_exit(10s), std::optional<int>(0));
 }
@@ -209,13 +180,14 @@ TEST(daemon_job_tree, sigkill_of_the_daemon_ends_every_process_within_kill_grace
 TEST(daemon_job_tree, losing_the_backend_ends_every_process_before_the_lease_ends) {
   // A Redis server of this test's own, killed to take the backend away.
   const fs::path dir = baton::test::temp_dir("tree-redis");
-  const int port = free_port();
+  const int port = baton::test::unused_loopback_port();
   auto redis = std::make_unique<process>(
       std::vector<std::string>{"/usr/bin/redis-server", "--port", std::to_string(port), "--bind",
                                "127.0.0.1", "--save", "", "--appendonly", "no", "--dir",
                                dir.string()},
       dir / "redis.out", dir / "redis.err");
-  ASSERT_TRUE(wait_until([&] { return accepts(port); }, 10s)) << read_file(dir / "redis.out");
+  ASSERT_TRUE(wait_until([&] { return baton::test::accepts_on_loopback(port); }, 10s))
+      << read_file(dir / "redis.out");
   shape_node node("{\"type\": \"redis\", \"url\": \"redis://127.0.0.1:" + std::to_string(port) +
                   "\"}");
   ASSERT_TRUE(wait_until([&] { return node.all_up(); }, 20s)) << read_file(node.log());
@@ -284,12 +256,7 @@ class reload_node {
   bool log_has(const std::string& text) const {
     return read_file(log()).find(text) != std::string::npos;
   }
-  std::size_t log_count(const std::string& text) const {
-    const auto s = read_file(log());
-    std::size_t n = 0;
-    for (std::size_t p = 0; (p = s.find(text, p)) != std::string::npos; ++p) ++n;
-    return n;
-  }
+  std::size_t log_count(const std::string& text) const { return count_of(read_file(log()), text); }
   /// `baton status` output for the current config.
   std::string status() const {
     process p({daemon_path(), "status", "--config", (dir_ / "baton.json").string()},

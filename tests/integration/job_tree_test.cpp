@@ -72,6 +72,16 @@ void report(const char* shape, const char* end, double ms) {
   ::testing::Test::RecordProperty(std::string(end) + "_gone_ms", std::to_string(ms));
 }
 
+/// The run failed, and its error says `text` (the command's own status).
+void expect_failure(std::future<void>& run, const std::string& text) {
+  try {
+    run.get();
+    ADD_FAILURE() << "a run that was killed succeeded";
+  } catch (const command_error& e) {
+    EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
+  }
+}
+
 class job_tree : public ::testing::TestWithParam<shape> {
  protected:
   void SetUp() override { dir_ = test::temp_dir("job-tree"); }
@@ -99,14 +109,8 @@ TEST_P(job_tree, a_timeout_ends_every_process_of_the_run) {
   ASSERT_TRUE(wait_up(marker, GetParam().processes));
   ASSERT_LT(steady::now(), deadline) << "the run took too long to start";
   ASSERT_EQ(run.wait_for(15s), std::future_status::ready);
-  try {
-    run.get();
-    FAIL() << "a run that was killed succeeded";
-  } catch (const command_error& e) {
-    // The command's own status: sh (or sleep) ignored SIGTERM and was killed.
-    EXPECT_NE(std::string(e.what()).find("killed by SIGKILL (timeout)"), std::string::npos)
-        << e.what();
-  }
+  // The command's own status: sh (or sleep) ignored SIGTERM and was killed.
+  expect_failure(run, "killed by SIGKILL (timeout)");
   const double ms = gone_after(marker, deadline);
   ASSERT_GE(ms, 0) << "processes outlived the run: " << test::processes_with_env(marker).size();
   report(GetParam().name, "timeout", ms);
@@ -127,13 +131,7 @@ TEST_P(job_tree, a_stop_request_ends_every_process_of_the_run) {
   ASSERT_EQ(run.wait_for(15s), std::future_status::ready);
   // The job returns only once the whole tree is gone.
   EXPECT_TRUE(test::processes_with_env(marker).empty());
-  try {
-    run.get();
-    FAIL() << "a run that was killed succeeded";
-  } catch (const command_error& e) {
-    EXPECT_NE(std::string(e.what()).find("killed by SIGKILL (stop requested)"), std::string::npos)
-        << e.what();
-  }
+  expect_failure(run, "killed by SIGKILL (stop requested)");
   const double ms = gone_after(marker, requested);
   ASSERT_GE(ms, 0);
   report(GetParam().name, "stop_request", ms);

@@ -937,16 +937,8 @@ TEST(redis_auth, wrong_or_missing_password_fails_with_auth_failed) {
 }
 
 TEST(redis_unreachable, requests_fail_promptly_with_connection_lost_and_are_retried) {
-  // A port nobody listens on: bind one, then close it.
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
-  socklen_t len = sizeof addr;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  const int port = ntohs(addr.sin_port);
-  ::close(fd);
+  const int port = baton::test::unused_loopback_port();  // nobody listens there
+  ASSERT_GT(port, 0);
 
   baton::runtime rt;
   auto backend = baton::backends::redis::make_backend(

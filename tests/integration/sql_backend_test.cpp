@@ -1,9 +1,7 @@
 // The SQL backend against real databases: SQLite files, PostgreSQL and MariaDB started by
 // scripts/test.sh (BATON_TEST_POSTGRES, BATON_TEST_MYSQL).
-#include <netinet/in.h>
 #include <signal.h>
 #include <soci/soci.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -89,19 +87,6 @@ class sync_store {
 std::string unique(const std::string& prefix) {
   static std::atomic<int> counter{0};
   return prefix + "_" + std::to_string(::getpid()) + "_" + std::to_string(++counter);
-}
-
-// A port on 127.0.0.1 where nothing listens.
-int closed_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-  socklen_t len = sizeof addr;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  ::close(fd);
-  return ntohs(addr.sin_port);
 }
 
 // Captures what the backend logs while alive.
@@ -564,7 +549,7 @@ class sql_network_test : public ::testing::TestWithParam<std::string> {
 };
 
 TEST_P(sql_network_test, unreachable_server_fails_fast_with_connection_lost) {
-  const auto port = std::to_string(closed_port());
+  const auto port = std::to_string(baton::test::unused_loopback_port());
   baton::backend_config config;
   config.type = GetParam();
   config.params["connection"] =

@@ -25,6 +25,12 @@ std::string program_path(const std::string& name);
 /// Polls `condition` every 5 ms until true or `timeout` passes; true if it became true.
 bool wait_until(const std::function<bool()>& condition, std::chrono::milliseconds timeout);
 
+/// A port on 127.0.0.1 where nothing listens (bound, then released: bind it again at once).
+int unused_loopback_port();
+
+/// True when something accepts TCP connections on 127.0.0.1:`port`.
+bool accepts_on_loopback(int port);
+
 /// Runs scripts/server-ctl.sh ACTION SERVER; true on success.
 bool server_ctl(const std::string& action, const std::string& server);
 
