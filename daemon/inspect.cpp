@@ -137,6 +137,8 @@ int validate(const command_line& cl) {
       << (config->schedules.size() == 1 ? " schedule" : " schedules") << "\n";
   out << "backend: " << describe_backend(config->backend)
       << " (not contacted; `baton status` does)\n";
+  if (const auto* d = find_backend(config->backend.type); d && !d->process_local.empty())
+    std::cerr << config->source << ": /backend/type: warning: " << d->process_local << "\n";
   for (const auto& s : config->schedules) {
     const auto lease = config->lease_for(s, defaults);
     out << "\n" << s.name << "\n";

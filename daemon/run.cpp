@@ -178,6 +178,8 @@ int run(const command_line& cl) {
   configure_logging(cl.log_level.value_or(config->log_level));
   log().info("baton {} starting: config {}, backend {}, {} schedule(s)", version(), config->source,
              describe_backend(config->backend), config->schedules.size());
+  if (const auto* d = find_backend(config->backend.type); d && !d->process_local.empty())
+    log().warn("{}: /backend/type: SINGLE PROCESS ONLY: {}", config->source, d->process_local);
 
   runtime rt;
   int failed = exit_ok;

@@ -21,6 +21,10 @@ const backend_descriptor& memory_descriptor() {
     backend_descriptor d;
     d.type = "memory";
     d.doc = "in this process only: for trying things out and tests";
+    d.process_local =
+        "the memory backend keeps leases in this process only: another baton running this "
+        "config runs every job too (no exclusion between processes); for more than one node use "
+        "sqlite, postgresql, mysql, redis or zookeeper";
     d.default_lease = [](const backend_config&) { return contend_options{}; };
     d.make = [](const backend_config&, runtime& rt) -> std::shared_ptr<mutex_backend> {
       return std::make_shared<lease_store_backend>("memory", rt,

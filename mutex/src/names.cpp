@@ -15,6 +15,11 @@ std::string mutex_name_error(std::string_view name) {
   if (name.size() > max_mutex_name_length)
     return "mutex name is " + std::to_string(name.size()) + " characters long, at most " +
            std::to_string(max_mutex_name_length) + " are allowed";
+  // ZooKeeper cannot store a node named "." or ".." (a path component), and a name that is only
+  // dots is no name to read in a log; one rule for every backend.
+  if (name == "." || name == "..")
+    return "mutex name '" + std::string(name) +
+           "' is reserved (a path component on ZooKeeper): use a name with a letter or digit";
   for (std::size_t i = 0; i < name.size(); ++i) {
     unsigned char c = static_cast<unsigned char>(name[i]);
     bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||

@@ -18,6 +18,7 @@
 #include "baton/backends/factory.hpp"
 #include "baton/mutex/errc.hpp"
 #include "baton/mutex/locker.hpp"
+#include "baton/mutex/names.hpp"
 #include "support/env.hpp"
 #include "support/faults.hpp"
 #include "support/lease.hpp"
@@ -269,7 +270,7 @@ TEST_P(conformance, write_state_with_a_stale_fence_is_rejected_by_the_backend) {
 TEST_P(conformance, bad_names_get_clear_errors_before_reaching_the_backend) {
   for (std::string bad :
        {std::string(), std::string("has space"), std::string(129, 'x'), std::string("slash/name"),
-        std::string("{tag}"), std::string("caf\xc3\xa9")}) {
+        std::string("{tag}"), std::string("caf\xc3\xa9"), std::string("."), std::string("..")}) {
     try {
       service(bad, std::make_shared<recorder>());
       ADD_FAILURE() << "accepted '" << bad << "'";
@@ -277,6 +278,22 @@ TEST_P(conformance, bad_names_get_clear_errors_before_reaching_the_backend) {
       EXPECT_NE(std::string(e.what()).find("mutex name"), std::string::npos) << e.what();
     }
     EXPECT_THROW(backend_->read_owner(bad), std::invalid_argument);
+  }
+}
+
+// The name rule and the backends agree: every odd name the rule lets through can be locked,
+// read and released on every backend (ZooKeeper keeps names as path components).
+TEST_P(conformance, odd_names_the_rule_accepts_can_be_locked_on_every_backend) {
+  for (std::string name :
+       {std::string("..."), std::string(".hidden"), std::string("trailing."), std::string("-"),
+        std::string("_"), std::string("zookeeper"), std::string(128, '.'), std::string(128, 'Z')}) {
+    ASSERT_EQ(baton::mutex_name_error(name), "") << name;
+    auto s = service(name, std::make_shared<recorder>());
+    s->start();
+    EXPECT_TRUE(baton::test::wait_until([&] { return s->is_owner(); }, 10s)) << name;
+    EXPECT_EQ(backend_->read_owner(name).owner_id, s->contender_id()) << name;
+    EXPECT_TRUE(s->stop_and_wait(10s)) << name;
+    EXPECT_EQ(backend_->read_owner(name).owner_id, "") << name;
   }
 }
 

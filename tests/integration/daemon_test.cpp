@@ -255,6 +255,26 @@ std::vector<bad_config> bad_configs() {
        "/schedules/0/user: user 'baton-no-such-user': no such user"},
       {"unknown_group", base_with(ok_schedule + R"(, "group": "baton-no-such-group")"),
        "/schedules/0/group: group 'baton-no-such-group': no such group"},
+      {"sqlite_temp_table",
+       R"({"backend": {"type": "sqlite", "path": "x.db", "table": "temp.baton_mutex"}, )"
+       R"("schedules": [{)" +
+           ok_schedule + "}]}",
+       "/backend/table: sqlite backend: parameter 'table': 'temp.baton_mutex' is a temporary "
+       "table, private to one connection"},
+      {"sqlite_memory",
+       R"({"backend": {"type": "sqlite", "path": ":memory:"}, "schedules": [{)" + ok_schedule +
+           "}]}",
+       "/backend/path: sqlite backend: parameter 'path': ':memory:' is an in-memory database"},
+      {"sqlite_memory_uri",
+       R"({"backend": {"type": "sqlite", "path": "file:x.db?mode=memory&cache=shared"}, )"
+       R"("schedules": [{)" +
+           ok_schedule + "}]}",
+       "/backend/path: sqlite backend: parameter 'path': 'file:x.db?mode=memory&cache=shared' is "
+       "an in-memory database"},
+      {"name_dot", base_with(R"("name": ".", "every": "1s", "command": ["x"])"),
+       "/schedules/0/name: invalid schedule name \".\": mutex name '.' is reserved"},
+      {"name_dot_dot", base_with(R"("name": "..", "every": "1s", "command": ["x"])"),
+       "/schedules/0/name: invalid schedule name \"..\": mutex name '..' is reserved"},
       {"missing_working_directory",
        base_with(ok_schedule + R"(, "working_directory": "/nonexistent-baton-dir")"),
        "/schedules/0/working_directory: \"/nonexistent-baton-dir\" is not an existing directory"},
@@ -308,6 +328,26 @@ TEST(daemon_config_error_backend, validate_and_run_agree_on_a_zookeeper_lease_an
     EXPECT_THAT(v.err, HasSubstr((dir / "baton.json").string() + ": " + expected));
     EXPECT_EQ(v.err, r.err);
   }
+}
+
+// The memory backend is allowed (one process, trying things out) but never quietly: validate
+// warns on stderr, run logs it at warn level before it starts.
+TEST(daemon_memory_backend, validate_and_run_say_it_is_single_process_only) {
+  const fs::path dir = baton::test::temp_dir("daemon-memory");
+  const fs::path file = dir / "baton.json";
+  write_file(file, R"({"backend": {"type": "memory"},
+                 "schedules": [{"name": "a", "every": "1h", "command": ["/bin/true"]}]})");
+  auto v = run_baton({"validate", "--config", file.string()});
+  EXPECT_EQ(v.status, 0) << v.err;
+  EXPECT_THAT(v.err, HasSubstr(file.string() + ": /backend/type: warning: the memory backend "
+                                               "keeps leases in this process only"));
+  process run({daemon_path(), "run", "--config", file.string()}, dir / "out", dir / "err");
+  EXPECT_TRUE(baton::test::wait_until(
+      [&] { return read_file(dir / "err").find("SINGLE PROCESS ONLY") != std::string::npos; }, 10s))
+      << read_file(dir / "err");
+  EXPECT_THAT(read_file(dir / "err"), HasSubstr("no exclusion between processes"));
+  run.signal(SIGTERM);
+  EXPECT_EQ(run.wait_exit(10s), std::optional<int>(0)) << read_file(dir / "err");
 }
 
 TEST(daemon_config_error_backend, run_reports_a_parameter_the_backend_rejects_with_exit_2) {

@@ -14,6 +14,7 @@
 #include "baton/mutex/backend_descriptor.hpp"
 #include "baton/mutex/memory_store.hpp"
 #include "baton/scheduler/scheduler.hpp"
+#include "support/env.hpp"
 
 namespace {
 
@@ -26,7 +27,7 @@ bool built(const std::string& type) {
 
 // Parameters that reach no server (ports 1): a backend built from them never answers.
 baton::backend_config unreachable(const std::string& type) {
-  if (type == "sqlite") return {type, {{"path", ":memory:"}}};
+  if (type == "sqlite") return {type, {{"path", baton::test::temp_dir("descriptor") + "/x.db"}}};
   if (type == "postgresql") return {type, {{"connection", "host=127.0.0.1 port=1 dbname=x"}}};
   if (type == "mysql") return {type, {{"connection", "host=127.0.0.1 port=1 db=x"}}};
   if (type == "redis") return {type, {{"url", "redis://127.0.0.1:1"}}};

@@ -223,7 +223,9 @@ TEST(config, every_backend_type_takes_its_parameters_as_strings) {
     EXPECT_EQ(zk.params.at("root"), "/baton");
   }
   EXPECT_EQ(backend(R"({"type": "sqlite", "path": "/abs/x.db"})").params.at("path"), "/abs/x.db");
-  EXPECT_EQ(backend(R"({"type": "sqlite", "path": ":memory:"})").params.at("path"), ":memory:");
+  EXPECT_EQ(
+      backend(R"({"type": "sqlite", "path": "file:/abs/x.db?cache=shared"})").params.at("path"),
+      "file:/abs/x.db?cache=shared");
   EXPECT_TRUE(backend(R"({"type": "memory"})").params.empty());
 }
 

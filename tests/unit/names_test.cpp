@@ -24,6 +24,11 @@ TEST(mutex_name, rejects_bad_names_with_clear_messages) {
   EXPECT_NE(message("caf\xc3\xa9").find("0xc3 at position 3"), std::string::npos);
   EXPECT_NE(message(std::string("a\0b", 3)).find("0x00"), std::string::npos);
   EXPECT_THROW(baton::validate_mutex_name("{x}"), std::invalid_argument);
+  // Path components on ZooKeeper: no backend can keep them apart from their parent.
+  EXPECT_NE(message(".").find("'.' is reserved"), std::string::npos) << message(".");
+  EXPECT_NE(message("..").find("'..' is reserved"), std::string::npos) << message("..");
+  EXPECT_EQ(message("..."), "");
+  EXPECT_EQ(message(".a"), "");
 }
 
 TEST(contender_id, default_ids_are_unique_and_name_pid_and_host) {

@@ -1,6 +1,7 @@
 // The SQL backend's configuration and shipped schema (no database needed).
 #include <fstream>
 #include <sstream>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -76,6 +77,55 @@ TEST(sql_options, mysql_reconnect_is_refused) {
   auto message = config_error("mysql", {{"connection", "db=x reconnect=1"}});
   EXPECT_NE(message.find("'connection'"), std::string::npos);
   EXPECT_NE(message.find("reconnect"), std::string::npos);
+}
+
+// Settings under which every node would think itself the only leader: each is refused, naming
+// the parameter and why, and the settings next to them that do share a file are accepted.
+TEST(sql_options, settings_that_cannot_give_exclusion_across_processes_are_refused) {
+  const std::string db = existing_dir() + "/a.db";
+  struct refused {
+    std::string type, param, value, because;
+  };
+  const std::vector<refused> cases{
+      {"sqlite", "table", "temp.baton_mutex", "temporary table"},
+      {"sqlite", "table", "TEMP.baton_mutex", "temporary table"},
+      {"sqlite", "table", "temporary.baton_mutex", "temporary table"},
+      {"sqlite", "table", "other.baton_mutex", "no schema 'other'"},
+      {"sqlite", "path", ":memory:", "in-memory database"},
+      {"sqlite", "path", "file::memory:", "in-memory database"},
+      {"sqlite", "path", "file::memory:?cache=shared", "in-memory database"},
+      {"sqlite", "path", "file:" + db + "?mode=memory", "in-memory database"},
+      {"sqlite", "path", "FILE:" + db + "?cache=shared&mode=Memory", "in-memory database"},
+      {"sqlite", "path", "file:" + db + "?mode=%6demory", "in-memory database"},
+      {"sqlite", "path", "file:/one?vfs=memdb", "in-memory database"},
+      {"sqlite", "path", "file:" + db + "?vfs=unix-none", "no file locks"},
+      {"sqlite", "path", "file:" + db + "?nolock=1", "nolock"},
+      {"sqlite", "path", "file:" + db + "?nolock=true", "nolock"},
+      {"sqlite", "path", "file:" + db + "?immutable=yes", "immutable"},
+      {"sqlite", "path", "file:", "names no file"},
+      {"sqlite", "path", "file:?mode=rwc", "names no file"},
+      {"sqlite", "path", "file://localhost", "names no file"},
+      {"postgresql", "table", "pg_temp.baton_mutex", "temporary schema"},
+      {"postgresql", "table", "PG_TEMP.baton_mutex", "temporary schema"},
+      {"postgresql", "table", "pg_temp_3.baton_mutex", "temporary schema"},
+  };
+  for (const auto& c : cases) {
+    params p{{"table", "baton_mutex"}};
+    p[c.type == "sqlite" ? "path" : "connection"] = c.type == "sqlite" ? db : "dbname=x";
+    p[c.param] = c.value;
+    const auto message = config_error(c.type, p);
+    EXPECT_NE(message.find("'" + c.param + "'"), std::string::npos) << c.value << ": " << message;
+    EXPECT_NE(message.find(c.because), std::string::npos) << c.value << ": " << message;
+  }
+  for (const std::string& shared :
+       {db, "file:" + db, "file:" + db + "?cache=shared&mode=rwc", "file://localhost" + db,
+        "file:" + db + "?nolock=0", "file:" + db + "?vfs=unix-dotfile"})
+    EXPECT_EQ(config_error("sqlite", {{"path", shared}}), "(no error)") << shared;
+  EXPECT_EQ(config_error("sqlite", {{"path", db}, {"table", "main.baton_mutex"}}), "(no error)");
+  EXPECT_EQ(config_error("postgresql", {{"connection", "dbname=x"}, {"table", "pg_tempo.t"}}),
+            "(no error)");
+  EXPECT_EQ(config_error("mysql", {{"connection", "db=x"}, {"table", "temp.baton_mutex"}}),
+            "(no error)");
 }
 
 TEST(sql_options, malformed_connection_strings_are_refused) {

@@ -8,6 +8,14 @@
 
 namespace baton::backends::sql::detail {
 
+/// Why SQLite `path` cannot give exclusion across processes (`:memory:`, a `file:` URI with
+/// `mode=memory`, `vfs=memdb`, `nolock`, ...), or empty when it can.
+std::string sqlite_exclusion_error(std::string_view path);
+
+/// Why `table` cannot give exclusion across processes in dialect `d` (SQLite's `temp` schema,
+/// PostgreSQL's `pg_temp`), or empty when it can.
+std::string table_exclusion_error(dialect d, std::string_view table);
+
 /// parse_options(); `host_checks` false skips what depends on this host (the sqlite file's
 /// directory exists), for computing defaults before the backend is built.
 sql_options parse_options(const backend_config& config, bool host_checks);

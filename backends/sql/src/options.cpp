@@ -117,7 +117,105 @@ bool valid_table(std::string_view t) {
   return valid_part(t.substr(0, dot)) && valid_part(t.substr(dot + 1));
 }
 
+std::string lower(std::string_view s) {
+  std::string out(s);
+  for (auto& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+// SQLite decodes %HH in URI parameters; so does this.
+std::string percent_decoded(std::string_view s) {
+  std::string out;
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '%' && i + 2 < s.size() && std::isxdigit(static_cast<unsigned char>(s[i + 1])) &&
+        std::isxdigit(static_cast<unsigned char>(s[i + 2]))) {
+      out += static_cast<char>(std::stoi(std::string(s.substr(i + 1, 2)), nullptr, 16));
+      i += 2;
+    } else {
+      out += s[i];
+    }
+  }
+  return out;
+}
+
+bool uri_true(std::string_view v) {
+  const auto l = lower(v);
+  return l == "1" || l == "true" || l == "yes" || l == "on";
+}
+
 }  // namespace
+
+std::string sqlite_exclusion_error(std::string_view path) {
+  constexpr std::string_view why_memory =
+      "is an in-memory database, private to one process: nodes would not see each other's "
+      "leases and every node would run every job; give a file every node opens";
+  if (path == ":memory:") return "':memory:' " + std::string(why_memory);
+  if (lower(path.substr(0, 5)) != "file:") return {};
+  // A URI filename (SQLite's URI rules: file:[//authority]path[?query][#fragment]).
+  std::string_view rest = path.substr(5);
+  rest = rest.substr(0, rest.find('#'));
+  const auto q = rest.find('?');
+  std::string_view file = rest.substr(0, q);
+  std::string_view query = q == std::string_view::npos ? std::string_view{} : rest.substr(q + 1);
+  if (file.rfind("//", 0) == 0) {
+    const auto slash = file.find('/', 2);
+    file = slash == std::string_view::npos ? std::string_view{} : file.substr(slash);
+  }
+  const std::string shown = "'" + std::string(path) + "' ";
+  if (percent_decoded(file) == ":memory:") return shown + std::string(why_memory);
+  if (file.empty())
+    return shown +
+           "names no file: SQLite makes a private temporary database for it, so nodes would not "
+           "see each other's leases";
+  while (!query.empty()) {
+    const auto amp = query.find('&');
+    const auto part = query.substr(0, amp);
+    const auto eq = part.find('=');
+    const auto key = lower(percent_decoded(part.substr(0, eq)));
+    const auto value =
+        eq == std::string_view::npos ? std::string{} : percent_decoded(part.substr(eq + 1));
+    if (key == "mode" && lower(value) == "memory") return shown + std::string(why_memory);
+    if (key == "vfs" && lower(value) == "memdb") return shown + std::string(why_memory);
+    if (key == "vfs" && lower(value) == "unix-none")
+      return shown +
+             "uses the 'unix-none' VFS, which takes no file locks: two nodes could both "
+             "write a lease";
+    if (key == "nolock" && uri_true(value))
+      return shown +
+             "sets nolock: SQLite would take no file locks and two nodes could both "
+             "write a lease";
+    if (key == "immutable" && uri_true(value))
+      return shown +
+             "sets immutable: SQLite would take no locks and never see another node's "
+             "lease";
+    if (amp == std::string_view::npos) break;
+    query.remove_prefix(amp + 1);
+  }
+  return {};
+}
+
+std::string table_exclusion_error(dialect d, std::string_view table) {
+  const auto dot = table.find('.');
+  if (dot == std::string_view::npos) return {};
+  const auto schema = lower(table.substr(0, dot));
+  if (d == dialect::sqlite) {
+    if (schema == "temp" || schema == "temporary")
+      return "'" + std::string(table) +
+             "' is a temporary table, private to one connection: nodes would not see each "
+             "other's leases and every node would run every job; drop the '" +
+             std::string(table.substr(0, dot)) + ".' prefix";
+    if (schema != "main")
+      return "'" + std::string(table) + "': SQLite has no schema '" +
+             std::string(table.substr(0, dot)) +
+             "' here (only 'main', the file itself; attached databases are not supported)";
+  } else if (d == dialect::postgresql) {
+    if (schema == "pg_temp" || (schema.rfind("pg_temp_", 0) == 0 && schema.size() > 8))
+      return "'" + std::string(table) +
+             "' is in PostgreSQL's temporary schema, private to one session: nodes would not see "
+             "each other's leases and every node would run every job; use a regular schema";
+  }
+  return {};
+}
 
 long long ceil_seconds(std::chrono::milliseconds timeout, long long min_seconds) {
   return std::max(min_seconds, static_cast<long long>((timeout.count() + 999) / 1000));
@@ -154,12 +252,16 @@ void validate(const sql_options& o, bool host_checks) {
     bad_param(type, "poll_interval", "must be positive");
   if (o.statement_timeout <= std::chrono::milliseconds::zero())
     bad_param(type, "statement_timeout", "must be positive");
+  if (auto why = table_exclusion_error(o.kind, o.table); !why.empty())
+    bad_param(type, "table", why);
   if (o.kind == dialect::sqlite) {
     if (o.connection.find('"') != std::string::npos)
       bad_param(type, "path", "must not contain '\"'");
+    if (auto why = sqlite_exclusion_error(o.connection); !why.empty()) bad_param(type, "path", why);
+    const bool uri = lower(std::string_view(o.connection).substr(0, 5)) == "file:";
     std::filesystem::path dir = std::filesystem::path(o.connection).parent_path();
     std::error_code ec;
-    if (host_checks && !dir.empty() && !std::filesystem::is_directory(dir, ec))
+    if (host_checks && !uri && !dir.empty() && !std::filesystem::is_directory(dir, ec))
       bad_param(type, "path", "directory '" + dir.string() + "' does not exist");
   } else if (o.kind == dialect::postgresql) {
     if (!is_uri(o.connection)) keyword_keys(type, o.connection);

@@ -28,8 +28,9 @@ backend_descriptor make_descriptor(dialect d) {
     case dialect::sqlite:
       out.doc = "SQLite: one database file shared by the nodes of one host (embedded default)";
       out.params.push_back({"path", param_kind::text, true, "", false,
-                            "the database file (relative: to the config file's directory; "
-                            "also :memory: and file: URIs)"});
+                            "the database file every node opens (relative: to the config "
+                            "file's directory; file: URIs too; :memory: and URIs that share "
+                            "nothing or take no locks are refused)"});
       break;
     case dialect::postgresql:
       out.doc = "PostgreSQL: a row per mutex, timed by now(); LISTEN/NOTIFY wakes waiters";

@@ -49,6 +49,10 @@ struct backend_descriptor {
   /// Builds the backend. Throws std::invalid_argument for bad parameters, std::runtime_error
   /// when it cannot be set up.
   std::function<std::shared_ptr<mutex_backend>(const backend_config&, runtime&)> make;
+  /// Non-empty for a backend whose leases live in one process (the memory backend): why it
+  /// gives no exclusion between processes. `validate` and `run` warn with it. Settings of the
+  /// other backends that would do the same are refused as bad parameters instead.
+  std::string process_local;
 
   /// The parameter `name`, or nullptr.
   const param_descriptor* find(std::string_view name) const noexcept;

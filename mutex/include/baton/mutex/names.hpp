@@ -8,7 +8,8 @@ namespace baton {
 /// Longest accepted mutex name.
 inline constexpr std::size_t max_mutex_name_length = 128;
 
-/// Empty when `name` is a valid mutex name (1 to 128 of [A-Za-z0-9._-]), else why it is not.
+/// Empty when `name` is a valid mutex name (1 to 128 of [A-Za-z0-9._-], not "." or ".."), else
+/// why it is not.
 std::string mutex_name_error(std::string_view name);
 
 /// Throws std::invalid_argument with a clear message when `name` is not a valid mutex name.
