@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <set>
 #include <sstream>
@@ -193,9 +194,62 @@ std::string lease_problem_path(const setting_problem& problem, const lease_confi
 // schedules
 
 const std::initializer_list<std::string_view> schedule_keys{
-    "name",      "every",   "cron", "mode",    "initial_delay",
-    "time_zone", "command", "env",  "timeout", "kill_grace",
-    "misfire",   "lease",   "user", "group",   "working_directory"};
+    "name",        "every",     "cron", "mode",    "initial_delay",
+    "time_zone",   "command",   "env",  "timeout", "kill_grace",
+    "misfire",     "lease",     "user", "group",   "working_directory",
+    "inherit_env", "log_output"};
+
+// ---------------------------------------------------------------------------------------------
+// job environment and output: inherit_env, log_output (top level and per schedule)
+
+// Sizes are a whole number and one unit, as durations are.
+constexpr std::string_view size_hint = "use 0B, 512B, 64KiB, 1MiB, 1GiB";
+
+std::optional<std::uint64_t> parse_size(std::string_view text) {
+  std::size_t digits = 0;
+  while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9') ++digits;
+  if (digits == 0 || digits > 15) return std::nullopt;
+  const std::string_view unit = text.substr(digits);
+  const int shift = unit == "B"     ? 0
+                    : unit == "KiB" ? 10
+                    : unit == "MiB" ? 20
+                    : unit == "GiB" ? 30
+                                    : -1;
+  const std::uint64_t n = std::stoull(std::string(text.substr(0, digits)));
+  if (shift < 0 || n > (std::numeric_limits<std::uint64_t>::max() >> shift)) return std::nullopt;
+  return n << shift;
+}
+
+std::optional<std::uint64_t> read_size(reader& r, const json& value, const std::string& path) {
+  if (value.is_number()) {
+    r.error(path, "expected a size string, found the number " + value.dump() + " (" +
+                      std::string(size_hint) + ")");
+    return std::nullopt;
+  }
+  auto text = r.string(value, path);
+  if (!text) return std::nullopt;
+  auto size = parse_size(*text);
+  if (!size)
+    r.error(path, "invalid size " + in_quotes(*text) + " (" + std::string(size_hint) + ")");
+  return size;
+}
+
+std::optional<bool> read_bool(reader& r, const json& value, const std::string& path) {
+  if (value.is_boolean()) return value.get<bool>();
+  r.error(path, "expected true or false, found " + detail::describe_type(value));
+  return std::nullopt;
+}
+
+// `inherit_env` and `log_output` of `object` (the top level or a schedule) into `inherit_env`
+// and `log_output`, left as they are when absent or malformed.
+template <typename Bool, typename Size>
+void read_job_output_and_env(reader& r, const json& object, const std::string& path,
+                             Bool& inherit_env, Size& log_output) {
+  if (auto it = object.find("inherit_env"); it != object.end())
+    if (auto b = read_bool(r, *it, child(path, "inherit_env"))) inherit_env = *b;
+  if (auto it = object.find("log_output"); it != object.end())
+    if (auto size = read_size(r, *it, child(path, "log_output"))) log_output = *size;
+}
 
 // Variables the command job sets itself.
 const std::initializer_list<std::string_view> reserved_env{"BATON_SCHEDULE", "BATON_MUTEX",
@@ -400,8 +454,9 @@ std::optional<schedule_config> read_schedule(reader& r, const json& s, const std
   }
   if (auto it = s.find("kill_grace"); it != s.end())
     out.kill_grace = r.duration(*it, child(path, "kill_grace"));
-  if (auto it = s.find("time_zone"); it != s.end() && it->is_string())
-    out.time_zone = it->get<std::string>();
+  if (s.contains("time_zone") && when && std::holds_alternative<cron_trigger>(*when))
+    out.time_zone = std::get<cron_trigger>(*when).expression.time_zone();  // ${NAME} substituted
+  read_job_output_and_env(r, s, path, out.inherit_env, out.log_output);
   read_identity(r, s, path, out);
   if (auto it = s.find("working_directory"); it != s.end()) {
     const std::string at = child(path, "working_directory");
@@ -489,9 +544,26 @@ std::optional<std::string> process_env(const std::string& name) {
   return std::string(value);
 }
 
+std::set<std::string> daemon_config::withheld_env_for(const schedule_config& s) const {
+  if (s.inherit_env.value_or(inherit_env)) return {};
+  std::set<std::string> withheld = referenced_env;
+  withheld.erase("TZ");  // not a secret, and the job's clock should be the daemon's
+  return withheld;
+}
+
+std::uint64_t daemon_config::log_output_for(const schedule_config& s) const {
+  return s.log_output.value_or(log_output);
+}
+
 daemon_config parse_config(std::string_view text, const std::string& source,
                            const std::filesystem::path& base_dir, const env_lookup& env) {
-  reader r(source, env ? env : env_lookup(process_env));
+  // Every ${NAME} the file references, wherever it is (the jobs do not get these variables).
+  std::set<std::string> referenced;
+  reader r(source,
+           [&referenced, lookup = env ? env : env_lookup(process_env)](const std::string& name) {
+             referenced.insert(name);
+             return lookup(name);
+           });
   json root = r.parse(text);
   daemon_config config;
   config.source = source;
@@ -501,7 +573,9 @@ daemon_config parse_config(std::string_view text, const std::string& source,
                     detail::describe_type(root));
     r.throw_if_failed();
   }
-  r.allowed_keys(root, "", {"backend", "lease", "kill_grace", "log_level", "schedules"});
+  r.allowed_keys(
+      root, "",
+      {"backend", "lease", "kill_grace", "log_level", "inherit_env", "log_output", "schedules"});
   const auto errors_before_backend = r.error_count();
   const backend_descriptor* descriptor = nullptr;
   config.backend = read_backend(r, root, base_dir, descriptor);
@@ -526,6 +600,7 @@ daemon_config parse_config(std::string_view text, const std::string& source,
     if (auto level = r.choice(*it, "/log_level", {"trace", "debug", "info", "warn", "error"}))
       config.log_level = *level;
   }
+  read_job_output_and_env(r, root, "", config.inherit_env, config.log_output);
 
   std::map<std::string, std::string> names;  // name -> path of its first schedule
   std::set<std::string> lease_unchecked;     // schedules whose lease object had errors
@@ -612,6 +687,7 @@ daemon_config parse_config(std::string_view text, const std::string& source,
                        show(baton::detail::stop_grace_limit(o)) + ")");
   }
   r.throw_if_failed();
+  config.referenced_env = std::move(referenced);
   return config;
 }
 

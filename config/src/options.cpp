@@ -30,6 +30,8 @@ schedule_options make_schedule_options(const daemon_config& config, const schedu
   command_options command;
   command.argv = s.command;
   command.env = s.env;
+  command.withheld_env = config.withheld_env_for(s);
+  command.log_output = config.log_output_for(s);
   // A cron schedule's wall clock is the command's too, unless its env says otherwise.
   if (!s.time_zone.empty()) command.env.emplace("TZ", s.time_zone);
   command.kill_grace = config.kill_grace_for(s, backend_defaults);
@@ -58,6 +60,9 @@ std::string fingerprint(const daemon_config& config, const schedule_config& s,
   }
   j["command"] = s.command;
   j["env"] = s.env;
+  // What the job gets of the daemon's environment, and how much of its output is logged.
+  j["withheld_env"] = config.withheld_env_for(s);
+  j["log_output"] = config.log_output_for(s);
   j["working_directory"] = s.working_directory;
   j["user"] = s.user.value_or("");
   j["group"] = s.group.value_or("");

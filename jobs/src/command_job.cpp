@@ -15,8 +15,10 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <ctime>
+#include <iterator>
 #include <memory>
 #include <optional>
 #include <stop_token>
@@ -100,8 +102,8 @@ std::string signal_name(int sig) {
 
 double seconds(steady::duration d) { return std::chrono::duration<double>(d).count(); }
 
-/// The daemon's environment, then HOME/USER/LOGNAME of `identity`, then `opts.env`, then the
-/// BATON_* variables, as "K=V" strings.
+/// The daemon's environment without `opts.withheld_env`, then HOME/USER/LOGNAME of `identity`,
+/// then `opts.env`, then the BATON_* variables, as "K=V" strings.
 std::vector<std::string> child_environment(const command_options& opts, const job_context& ctx,
                                            const std::optional<command_identity>& identity) {
   std::map<std::string, std::string> env;
@@ -109,7 +111,9 @@ std::vector<std::string> child_environment(const command_options& opts, const jo
     std::string_view kv(*e);
     auto eq = kv.find('=');
     if (eq == std::string_view::npos || eq == 0) continue;
-    env.emplace(std::string(kv.substr(0, eq)), std::string(kv.substr(eq + 1)));
+    std::string name(kv.substr(0, eq));
+    if (opts.withheld_env.count(name) != 0) continue;
+    env.emplace(std::move(name), std::string(kv.substr(eq + 1)));
   }
   if (identity && !identity->user_name.empty()) {
     env["USER"] = identity->user_name;
@@ -153,13 +157,33 @@ std::optional<std::string> resolve_program(const std::string& program,
   return std::nullopt;
 }
 
-/// Splits a stream into lines and logs each one tagged with the schedule.
+/// "64KiB": `bytes` in the largest binary unit that represents it exactly (as log_output is
+/// written in the config).
+std::string show_size(std::uint64_t bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB"};
+  std::size_t u = 0;
+  while (u + 1 < std::size(units) && bytes != 0 && bytes % 1024 == 0) bytes /= 1024, ++u;
+  return std::to_string(bytes) + units[u];
+}
+
+/// Splits a stream into lines and logs each one tagged with the schedule, up to `cap` bytes of
+/// the stream per run (a line crossing the cap is cut there); the rest is only counted, and
+/// summary() says how much was dropped. Every byte still goes through feed(), so the pipe is
+/// drained and the command never blocks on a full pipe.
 class line_logger {
  public:
-  line_logger(const std::string& schedule, const char* stream, spdlog::level::level_enum level)
-      : schedule_(schedule), stream_(stream), level_(level) {}
+  line_logger(const std::string& schedule, const char* stream, spdlog::level::level_enum level,
+              std::uint64_t cap)
+      : schedule_(schedule), stream_(stream), level_(level), cap_(cap) {}
 
   void feed(std::string_view data) {
+    total_ += data.size();
+    if (capped_) return;
+    if (const std::uint64_t room = cap_ - logged_; data.size() > room) {
+      data = data.substr(0, static_cast<std::size_t>(room));
+      capped_ = true;
+    }
+    logged_ += data.size();
     buffer_.append(data);
     std::size_t start = 0;
     while (true) {
@@ -173,10 +197,22 @@ class line_logger {
       emit(std::string_view(buffer_).substr(0, max_line));
       buffer_.erase(0, max_line);
     }
+    if (capped_) {
+      flush();
+      detail::log().warn(
+          "[{}] log_output ({}) reached on {}: the rest of this run's {} is not logged", schedule_,
+          show_size(cap_), stream_, stream_);
+    }
   }
   void flush() {
     if (!buffer_.empty()) emit(buffer_);
     buffer_.clear();
+  }
+  /// At the end of the run: how much was dropped, if anything was.
+  void summary() const {
+    if (total_ == logged_) return;
+    detail::log().warn("[{}] {} of the run: {} bytes, {} logged, {} dropped (log_output {})",
+                       schedule_, stream_, total_, logged_, total_ - logged_, show_size(cap_));
   }
 
  private:
@@ -187,6 +223,10 @@ class line_logger {
   const std::string& schedule_;
   const char* stream_;
   spdlog::level::level_enum level_;
+  std::uint64_t cap_;
+  std::uint64_t total_ = 0;   // bytes read from the stream this run
+  std::uint64_t logged_ = 0;  // of them, bytes that went to the log
+  bool capped_ = false;
   std::string buffer_;
 };
 
@@ -281,8 +321,8 @@ void run_command(const command_options& opts, const job_context& ctx) {
   ::fcntl(out_r.get(), F_SETFL, O_NONBLOCK);
   ::fcntl(err_r.get(), F_SETFL, O_NONBLOCK);
   ::fcntl(report_r.get(), F_SETFL, O_NONBLOCK);
-  line_logger out_log(name, "stdout", spdlog::level::info);
-  line_logger err_log(name, "stderr", spdlog::level::warn);
+  line_logger out_log(name, "stdout", spdlog::level::info, opts.log_output);
+  line_logger err_log(name, "stderr", spdlog::level::warn, opts.log_output);
 
   run_outcome outcome;
   pid_t command_pid = 0;
@@ -389,6 +429,8 @@ void run_command(const command_options& opts, const job_context& ctx) {
   if (err_r) drain(err_r.get(), err_log);
   out_log.flush();
   err_log.flush();
+  out_log.summary();
+  err_log.summary();
   if (!outcome.done) {
     // The supervisor died without seeing the tree gone (killed from outside): the command's
     // group is the best we still know.

@@ -142,6 +142,20 @@ TEST_F(command_job, baton_variables_cannot_be_overridden_by_the_extra_env) {
   EXPECT_FALSE(sink_->has_line("[override] stdout: BATON_FENCING_TOKEN=1"));
 }
 
+TEST_F(command_job, withheld_variables_of_the_daemon_are_not_passed_but_the_extra_env_is) {
+  ::setenv("BATON_TEST_SECRET", "hunter2", 1);
+  ::setenv("BATON_TEST_VISIBLE", "plain", 1);
+  auto opts = cmd({"env"}, {{"PGPASSWORD", "hunter2"}}, 2s);
+  opts.withheld_env = {"BATON_TEST_SECRET", "BATON_TEST_UNSET"};
+  make_command_job(opts)(context("withheld"));
+  EXPECT_TRUE(sink_->has_line("[withheld] stdout: PGPASSWORD=hunter2")) << sink_->dump();
+  EXPECT_TRUE(sink_->has_line("[withheld] stdout: BATON_TEST_VISIBLE=plain"));
+  EXPECT_TRUE(sink_->has_line("[withheld] stdout: BATON_SCHEDULE=withheld"));
+  EXPECT_FALSE(sink_->contains("BATON_TEST_SECRET")) << sink_->dump();
+  ::unsetenv("BATON_TEST_SECRET");
+  ::unsetenv("BATON_TEST_VISIBLE");
+}
+
 TEST_F(command_job, passes_argv_verbatim_without_a_shell) {
   const std::vector<std::string> args{"a b", "it's", "\"quoted\"", "$HOME", "*", "`id`", ""};
   std::vector<std::string> argv{"printf", "<%s>\\n"};
@@ -160,6 +174,52 @@ TEST_F(command_job, logs_each_output_line_tagged_with_the_schedule) {
   EXPECT_TRUE(sink_->contains("[nightly-report] stdout: second"));
   EXPECT_TRUE(sink_->contains("[nightly-report] stdout: no newline"));
   EXPECT_TRUE(sink_->contains("[nightly-report] exited with status 0 after"));
+}
+
+TEST_F(command_job, output_beyond_log_output_is_read_counted_and_dropped_per_stream) {
+  // 1,000,000 bytes of 100-byte lines on stdout; a little stderr before and after it.
+  auto opts = cmd({"/bin/sh", "-c",
+                   "echo 'first words' >&2; yes " + std::string(99, 'x') +
+                       " | head -c 1000000; echo 'last words' >&2; exit 3"},
+                  {}, 2s);
+  try {
+    make_command_job(opts)(context("chatty"));
+    FAIL() << "no exception";
+  } catch (const command_error& e) {
+    EXPECT_NE(std::string(e.what()).find("exited with status 3"), std::string::npos) << e.what();
+  }
+  const auto lines = sink_->lines();
+  const auto out_lines = std::count_if(lines.begin(), lines.end(), [](const std::string& l) {
+    return l.rfind("[chatty] stdout: ", 0) == 0;
+  });
+  // 655 whole lines and the first 36 bytes of the next one: 65,536 bytes.
+  EXPECT_EQ(out_lines, 656);
+  EXPECT_TRUE(sink_->has_line("[chatty] stdout: " + std::string(36, 'x'))) << sink_->dump();
+  EXPECT_TRUE(sink_->has_line(
+      "[chatty] log_output (64KiB) reached on stdout: the rest of this run's stdout is not "
+      "logged"));
+  EXPECT_TRUE(sink_->has_line(
+      "[chatty] stdout of the run: 1000000 bytes, 65536 logged, 934464 dropped (log_output "
+      "64KiB)"));
+  // stderr has its own budget: both of its lines are logged, and nothing is said of it.
+  EXPECT_TRUE(sink_->has_line("[chatty] stderr: first words"));
+  EXPECT_TRUE(sink_->has_line("[chatty] stderr: last words"));
+  EXPECT_FALSE(sink_->contains("stderr of the run"));
+  EXPECT_TRUE(sink_->contains("[chatty] exited with status 3 after"));
+}
+
+TEST_F(command_job, log_output_zero_logs_no_output_but_says_how_much_there_was) {
+  auto opts = cmd({"/bin/sh", "-c", "echo hello; echo oops >&2"}, {}, 2s);
+  opts.log_output = 0;
+  make_command_job(opts)(context("silent"));
+  EXPECT_FALSE(sink_->contains("[silent] stdout: hello")) << sink_->dump();
+  EXPECT_FALSE(sink_->contains("[silent] stderr: oops"));
+  EXPECT_TRUE(
+      sink_->has_line("[silent] stdout of the run: 6 bytes, 0 logged, 6 dropped (log_output 0B)"))
+      << sink_->dump();
+  EXPECT_TRUE(
+      sink_->has_line("[silent] stderr of the run: 5 bytes, 0 logged, 5 dropped (log_output 0B)"));
+  EXPECT_TRUE(sink_->contains("[silent] exited with status 0 after"));
 }
 
 TEST_F(command_job, a_non_zero_exit_is_a_failed_run) {

@@ -1,7 +1,8 @@
 // The daemon's jobs as real processes: every process of a run ends when the daemon is stopped,
 // killed, or loses its backend, whatever shape the job has; SIGHUP reloads the config (added,
 // removed, changed and unchanged schedules; invalid configs and backend changes refused); a job
-// gets TZ, its working directory, its user and group (descriptors: job_tree_test.cpp).
+// gets TZ, its working directory, its user and group, and not the variables its config references
+// (descriptors: job_tree_test.cpp); its output in the daemon's log is capped per run.
 #include <signal.h>
 #include <unistd.h>
 
@@ -35,6 +36,7 @@ using baton::test::read_file;
 using baton::test::wait_until;
 using baton::test::write_file;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using steady = std::chrono::steady_clock;
 
 constexpr milliseconds kill_grace{300};
@@ -401,6 +403,99 @@ TEST(daemon_job_environment, tz_working_directory_user_group_and_only_fds_0_1_2)
   } else {
     EXPECT_THAT(env, HasSubstr("UID=" + std::to_string(::geteuid()))) << env;
   }
+}
+
+TEST(daemon_job_environment, variables_the_config_references_are_withheld_unless_inherit_env) {
+  const fs::path dir = baton::test::temp_dir("job-secrets");
+  // Each job writes what it sees to NAME.env, atomically, in the config's directory.
+  auto dump_env = [&](const std::string& name) {
+    return "\"command\": [\"/bin/sh\", \"-c\", \"env > " + name + ".tmp && mv " + name + ".tmp " +
+           name + ".env\"], \"working_directory\": " + json_string(dir.string());
+  };
+  write_file(dir / "baton.json",
+             "{\"backend\": {\"type\": \"sqlite\", \"path\": \"${JOBENV_DB}\"},\n"
+             " \"schedules\": [\n"
+             "  {\"name\": \"plain\", \"cron\": \"* * * * * *\", \"time_zone\": "
+             "\"${JOBENV_ZONE}\", \"env\": {\"PGPASSWORD\": \"${JOBENV_SECRET}\"}, " +
+                 dump_env("plain") +
+                 "},\n"
+                 "  {\"name\": \"inherits\", \"every\": \"1h\", \"inherit_env\": true, " +
+                 dump_env("inherits") + "}]}\n");
+  process node({"/usr/bin/env", "JOBENV_DB=" + (dir / "e.db").string(),
+                "JOBENV_SECRET=Pg-Secret-77", "JOBENV_ZONE=Asia/Tokyo", "JOBENV_PLAIN=visible",
+                daemon_path(), "run", "--config", (dir / "baton.json").string()},
+               dir / "out", dir / "err");
+  ASSERT_TRUE(wait_until(
+      [&] { return fs::exists(dir / "plain.env") && fs::exists(dir / "inherits.env"); }, 20s))
+      << read_file(dir / "err");
+  node.signal(SIGTERM);
+  EXPECT_EQ(node.wait_exit(15s), std::optional<int>(0));
+
+  // Lines start after a newline: the first one too.
+  const auto plain = "\n" + read_file(dir / "plain.env");
+  EXPECT_THAT(plain, HasSubstr("\nJOBENV_PLAIN=visible\n"));     // not referenced: passed on
+  EXPECT_THAT(plain, HasSubstr("\nPGPASSWORD=Pg-Secret-77\n"));  // the schedule's env
+  EXPECT_THAT(plain, HasSubstr("\nTZ=Asia/Tokyo\n"));
+  EXPECT_THAT(plain, HasSubstr("\nBATON_SCHEDULE=plain\n"));
+  EXPECT_THAT(plain, HasSubstr("\nBATON_FENCING_TOKEN="));
+  for (const char* withheld : {"JOBENV_SECRET=", "JOBENV_DB=", "JOBENV_ZONE="})
+    EXPECT_THAT(plain, Not(HasSubstr("\n" + std::string(withheld)))) << plain;
+  EXPECT_EQ(count_of(plain, "Pg-Secret-77"), 1u) << plain;
+
+  const auto inherits = "\n" + read_file(dir / "inherits.env");
+  for (const char* seen : {"\nJOBENV_SECRET=Pg-Secret-77\n", "\nJOBENV_ZONE=Asia/Tokyo\n",
+                           "\nJOBENV_PLAIN=visible\n", "\nBATON_SCHEDULE=inherits\n"})
+    EXPECT_THAT(inherits, HasSubstr(seen));
+  EXPECT_THAT(inherits, HasSubstr("\nJOBENV_DB=" + (dir / "e.db").string() + "\n"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// the job's output in the daemon's log
+
+TEST(daemon_job_output, a_run_logs_at_most_log_output_per_stream_and_says_what_it_dropped) {
+  const fs::path dir = baton::test::temp_dir("job-output");
+  // 10 MiB of 100-byte lines on stdout, then the error on stderr and a failed exit.
+  const std::string chatty =
+      "yes " + std::string(99, 'x') + " | head -c 10485760; echo 'the real error' >&2; exit 3";
+  write_file(
+      dir / "baton.json",
+      "{\"backend\": {\"type\": \"sqlite\", \"path\": " + json_string((dir / "o.db").string()) +
+          "},\n \"schedules\": [\n"
+          "  {\"name\": \"chatty\", \"every\": \"1h\", \"command\": [\"/bin/sh\", "
+          "\"-c\", " +
+          json_string(chatty) +
+          "]},\n"
+          "  {\"name\": \"quiet\", \"every\": \"1h\", \"log_output\": \"0B\", "
+          "\"command\": [\"/bin/echo\", \"hello\"]}]}\n");
+  process node({daemon_path(), "run", "--config", (dir / "baton.json").string()}, dir / "out",
+               dir / "err");
+  ASSERT_TRUE(wait_until(
+      [&] {
+        const auto log = read_file(dir / "err");
+        return log.find("[chatty] exited with status 3") != std::string::npos &&
+               log.find("[quiet] exited with status 0") != std::string::npos;
+      },
+      30s))
+      << read_file(dir / "err").substr(0, 4096);
+  node.signal(SIGTERM);
+  EXPECT_EQ(node.wait_exit(15s), std::optional<int>(0));
+
+  const auto log = read_file(dir / "err");
+  std::cout << "[ output ] 10 MiB of job stdout -> daemon log of " << log.size() << " bytes\n";
+  // 64 KiB of output, its line prefixes (~50 bytes per 100-byte line) and the daemon's own lines.
+  EXPECT_LT(log.size(), 160u * 1024);
+  EXPECT_EQ(count_of(log, "[chatty] stdout: "), 656u);  // 655 lines and the start of one more
+  EXPECT_THAT(log, HasSubstr("[chatty] log_output (64KiB) reached on stdout: the rest of this "
+                             "run's stdout is not logged\n"));
+  EXPECT_THAT(log, HasSubstr("[chatty] stdout of the run: 10485760 bytes, 65536 logged, "
+                             "10420224 dropped (log_output 64KiB)\n"));
+  EXPECT_THAT(log, HasSubstr("[chatty] stderr: the real error\n"));
+  EXPECT_THAT(log, Not(HasSubstr("[chatty] stderr of the run")));
+  EXPECT_THAT(log, HasSubstr("[chatty] exited with status 3 after"));
+  // log_output 0B: nothing of the output, one line of how much there was.
+  EXPECT_THAT(log, Not(HasSubstr("[quiet] stdout: hello")));
+  EXPECT_THAT(log, HasSubstr("[quiet] stdout of the run: 6 bytes, 0 logged, 6 dropped "
+                             "(log_output 0B)\n"));
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -283,6 +284,123 @@ TEST(config_env, malformed_references_are_errors) {
               AllOf(HasSubstr("/schedules/0/command/0:"), HasSubstr("unterminated")));
   EXPECT_THAT(one_error(with_schedule(R"("name": "a", "every": "1s", "command": ["${1X}"])")),
               AllOf(HasSubstr("/schedules/0/command/0:"), HasSubstr("not a variable reference")));
+}
+
+// ---------------------------------------------------------------------------------------------
+// what jobs get: the environment without the config's ${NAME} variables, capped output
+
+TEST(config_job_env, every_variable_referenced_anywhere_is_recorded) {
+  const auto c = parse(
+      R"({"backend": {"type": "sqlite", "path": "${DB_DIR}/baton.db"},
+         "lease": {"ttl": "${TTL}"},
+         "schedules": [{"name": "a", "every": "${PERIOD}",
+           "command": ["/bin/echo", "user=${USER_NAME}!", "$${LITERAL}", "cost $5"],
+           "env": {"PGPASSWORD": "${PG_PASSWORD}"}},
+          {"name": "b", "cron": "0 3 * * *", "time_zone": "${ZONE}", "command": ["x"]}]})",
+      {{"DB_DIR", "/var/lib"},
+       {"TTL", "10s"},
+       {"PERIOD", "5s"},
+       {"USER_NAME", "ann"},
+       {"PG_PASSWORD", "s3cr3t"},
+       {"ZONE", "Asia/Tokyo"}});
+  EXPECT_EQ(c.referenced_env,
+            (std::set<std::string>{"DB_DIR", "PERIOD", "PG_PASSWORD", "TTL", "USER_NAME", "ZONE"}));
+  // The job's TZ is the substituted time zone, not the reference.
+  EXPECT_EQ(c.schedules[1].time_zone, "Asia/Tokyo");
+  // Nothing referenced: nothing withheld.
+  EXPECT_THAT(
+      parse(with_schedule(R"("name": "a", "every": "1s", "command": ["x"])")).referenced_env,
+      SizeIs(0));
+}
+
+TEST(config_job_env, jobs_do_not_get_referenced_variables_unless_they_inherit_the_environment) {
+  const std::string schedules = R"("schedules": [
+      {"name": "plain", "every": "1s", "command": ["x", "${TZ}"],
+       "env": {"PGPASSWORD": "${PG_PASSWORD}"}},
+      {"name": "inherits", "every": "1s", "command": ["x"], "inherit_env": true},
+      {"name": "withholds", "every": "1s", "command": ["x"], "inherit_env": false}]})";
+  const std::map<std::string, std::string> env{{"PG_PASSWORD", "s3cr3t"}, {"TZ", "UTC"}};
+  const auto c = parse(R"({"backend": {"type": "memory"}, )" + schedules, env);
+  EXPECT_FALSE(c.inherit_env);
+  // TZ is referenced but never withheld: not a secret, and the job's clock is the daemon's.
+  EXPECT_EQ(c.withheld_env_for(c.schedules[0]), std::set<std::string>{"PG_PASSWORD"});
+  EXPECT_THAT(c.withheld_env_for(c.schedules[1]), SizeIs(0));
+  EXPECT_EQ(c.withheld_env_for(c.schedules[2]), std::set<std::string>{"PG_PASSWORD"});
+
+  const auto g = parse(R"({"backend": {"type": "memory"}, "inherit_env": true,
+                           "kill_grace": "${GRACE}", )" +
+                           schedules,
+                       {{"PG_PASSWORD", "s3cr3t"}, {"GRACE", "1s"}, {"TZ", "UTC"}});
+  EXPECT_TRUE(g.inherit_env);
+  EXPECT_THAT(g.withheld_env_for(g.schedules[0]), SizeIs(0));
+  EXPECT_THAT(g.withheld_env_for(g.schedules[1]), SizeIs(0));
+  EXPECT_EQ(g.withheld_env_for(g.schedules[2]), (std::set<std::string>{"GRACE", "PG_PASSWORD"}));
+}
+
+TEST(config_job_output, log_output_defaults_to_64KiB_per_stream_and_takes_sizes) {
+  const auto c = parse(R"({"backend": {"type": "memory"}, "log_output": "1MiB", "schedules": [
+      {"name": "a", "every": "1s", "command": ["x"]},
+      {"name": "b", "every": "1s", "command": ["x"], "log_output": "0B"},
+      {"name": "c", "every": "1s", "command": ["x"], "log_output": "512B"},
+      {"name": "d", "every": "1s", "command": ["x"], "log_output": "${CAP}"},
+      {"name": "e", "every": "1s", "command": ["x"], "log_output": "2GiB"}]})",
+                       {{"CAP", "64KiB"}});
+  EXPECT_EQ(c.log_output, 1024u * 1024);
+  EXPECT_EQ(c.log_output_for(c.schedules[0]), 1024u * 1024);
+  EXPECT_EQ(c.log_output_for(c.schedules[1]), 0u);
+  EXPECT_EQ(c.log_output_for(c.schedules[2]), 512u);
+  EXPECT_EQ(c.log_output_for(c.schedules[3]), 64u * 1024);
+  EXPECT_EQ(c.log_output_for(c.schedules[4]), 2ull << 30);
+  const auto d = parse(with_schedule(R"("name": "a", "every": "1s", "command": ["x"])"));
+  EXPECT_EQ(d.log_output, 64u * 1024);
+  EXPECT_EQ(d.log_output_for(d.schedules[0]), 64u * 1024);
+}
+
+TEST(config_job_output, bad_inherit_env_and_log_output_values_name_their_path) {
+  auto error = [](const std::string& top, const std::string& schedule) {
+    return one_error(
+        with_schedule(R"("name": "a", "every": "1s", "command": ["x"])" + schedule, top));
+  };
+  EXPECT_THAT(error(R"(, "log_output": 65536)", ""),
+              HasSubstr("test.json: /log_output: expected a size string, found the number 65536 "
+                        "(use 0B, 512B, 64KiB, 1MiB, 1GiB)"));
+  EXPECT_THAT(error("", R"(, "log_output": "64k")"),
+              HasSubstr("/schedules/0/log_output: invalid size \"64k\" (use 0B, 512B, 64KiB"));
+  for (const char* bad : {"-1B", "1.5KiB", "1 KiB", "KiB", "64KB", "", "99999999999999GiB"})
+    EXPECT_THAT(error("", std::string(R"(, "log_output": ")") + bad + "\""),
+                HasSubstr("/schedules/0/log_output: invalid size"))
+        << bad;
+  EXPECT_THAT(error(R"(, "inherit_env": "yes")", ""),
+              HasSubstr("test.json: /inherit_env: expected true or false, found a string"));
+  EXPECT_THAT(error("", R"(, "inherit_env": 1)"),
+              HasSubstr("/schedules/0/inherit_env: expected true or false, found a number"));
+}
+
+TEST(config_job_output, inherit_env_log_output_and_the_withheld_names_are_part_of_the_fingerprint) {
+  const baton::contend_options defaults{};
+  auto fingerprint = [&](const std::string& top, const std::string& schedule,
+                         std::map<std::string, std::string> env = {}) {
+    const auto c = parse(std::string("{") + minimal_backend + top +
+                             R"(, "schedules": [{"name": "a", "every": "1s", "command": ["x"])" +
+                             schedule + "}]}",
+                         std::move(env));
+    return baton::config::fingerprint(c, c.schedules.at(0), defaults);
+  };
+  const auto base = fingerprint("", "");
+  EXPECT_EQ(fingerprint("", R"(, "log_output": "64KiB")"), base);  // the default, spelt out
+  EXPECT_EQ(fingerprint(R"(, "inherit_env": false)", ""), base);
+  EXPECT_NE(fingerprint("", R"(, "log_output": "1KiB")"), base);
+  EXPECT_NE(fingerprint(R"(, "log_output": "1KiB")", ""), base);
+  // A new ${NAME} elsewhere in the file changes what this schedule's job gets, unless it inherits
+  // the daemon's whole environment.
+  const std::map<std::string, std::string> env{{"GRACE", "1s"}};
+  const auto referenced = fingerprint(R"(, "kill_grace": "${GRACE}")", "", env);
+  EXPECT_NE(referenced, fingerprint(R"(, "kill_grace": "1s")", ""));
+  EXPECT_NE(fingerprint(R"(, "kill_grace": "${GRACE}")", R"(, "inherit_env": true)", env),
+            referenced);
+  EXPECT_NE(fingerprint(R"(, "kill_grace": "${GRACE}", "inherit_env": true)", "", env), referenced);
+  EXPECT_EQ(fingerprint(R"(, "kill_grace": "${GRACE}", "inherit_env": true)", "", env),
+            fingerprint(R"(, "kill_grace": "1s")", ""));
 }
 
 // ---------------------------------------------------------------------------------------------

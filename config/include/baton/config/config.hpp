@@ -3,10 +3,12 @@
 /// path ("baton.json: /schedules/1/every: invalid duration \"5x\" (use 250ms, 10s, 5m, 2h, 1d)"),
 /// and all errors of a file are reported together.
 #include <chrono>
+#include <cstdint>
 #include <filesystem>
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -67,6 +69,8 @@ struct schedule_config {
   std::chrono::milliseconds timeout{0};                 ///< 0 = no timeout
   std::optional<std::chrono::milliseconds> kill_grace;  ///< overrides the top-level kill_grace
   misfire_policy misfire = misfire_policy::run_once;
+  std::optional<bool> inherit_env;          ///< overrides the top-level inherit_env
+  std::optional<std::uint64_t> log_output;  ///< overrides the top-level log_output (bytes)
   lease_config lease;  ///< this schedule's `lease` object only (see daemon_config::lease_for)
   bool lease_present = false;  ///< the schedule has a `lease` object (even an empty one)
   std::string path;            ///< JSON path of the entry, "/schedules/3", for messages
@@ -87,7 +91,19 @@ struct daemon_config {
   /// so that a command ignoring SIGTERM is gone before the lease ends.
   std::optional<std::chrono::milliseconds> kill_grace;
   std::string log_level = "info";  ///< trace, debug, info, warn or error
+  /// Jobs get the daemon's whole environment (true), or without the variables in `referenced_env`.
+  bool inherit_env = false;
+  /// Most bytes of each output stream of a run that go to the log.
+  std::uint64_t log_output = 64 * 1024;
+  /// Every variable name the file referenced as `${NAME}`, anywhere (backend included).
+  std::set<std::string> referenced_env;
   std::vector<schedule_config> schedules;
+
+  /// The names the jobs of `s` do not get from the daemon's environment: `referenced_env`
+  /// except TZ, or none when `s` (else the top level) has inherit_env.
+  std::set<std::string> withheld_env_for(const schedule_config& s) const;
+  /// The log_output of `s`: its own, else the top-level one.
+  std::uint64_t log_output_for(const schedule_config& s) const;
 
   /// The lease of `s`: `backend_defaults` overlaid with `lease` and then `s.lease`.
   contend_options lease_for(const schedule_config& s,

@@ -1,12 +1,14 @@
 #pragma once
 /// A job that runs an external command: argv without a shell, under a per-run supervisor that
 /// ends the command's whole process tree with the run, its output logged line by line tagged with
-/// the schedule.
+/// the schedule (up to a cap per run).
 #include <sys/types.h>
 
 #include <chrono>
+#include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -21,6 +23,13 @@ struct command_options {
   std::vector<std::string> argv;
   /// Extra environment variables on top of the daemon's environment (BATON_* always win).
   std::map<std::string, std::string> env;
+  /// Variables of the daemon's environment the command does not get (the daemon passes the
+  /// names its config referenced as `${NAME}`: secrets stay with the daemon). `env` and the
+  /// BATON_* variables are added after this removal.
+  std::set<std::string> withheld_env;
+  /// Most bytes of each stream (stdout, stderr) logged per run; the rest is still read, counted
+  /// and dropped, and one line at the end of the run says how much. 0: no output is logged.
+  std::uint64_t log_output = 64 * 1024;
   /// Between SIGTERM and SIGKILL to every process of the run once it must end.
   std::chrono::milliseconds kill_grace{2000};
   /// The command's working directory; empty: the daemon's.
@@ -53,10 +62,11 @@ class command_error : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-/// Makes a job that runs `opts.argv` once per fire. The child gets the daemon's environment,
-/// `opts.env` and BATON_SCHEDULE, BATON_MUTEX, BATON_FENCING_TOKEN, BATON_CONTENDER_ID,
-/// BATON_FIRE_TIME (RFC 3339 UTC); stdin is /dev/null and no other descriptor than 0, 1, 2;
-/// stdout/stderr lines are logged as "[<schedule>] stdout: ..." / "[<schedule>] stderr: ...".
+/// Makes a job that runs `opts.argv` once per fire. The child gets the daemon's environment
+/// without `opts.withheld_env`, `opts.env` and BATON_SCHEDULE, BATON_MUTEX, BATON_FENCING_TOKEN,
+/// BATON_CONTENDER_ID, BATON_FIRE_TIME (RFC 3339 UTC); stdin is /dev/null and no other descriptor
+/// than 0, 1, 2; stdout/stderr lines are logged as "[<schedule>] stdout: ..." / "[<schedule>]
+/// stderr: ...", up to `opts.log_output` bytes per stream per run.
 ///
 /// Every run starts under its own supervisor process, a child subreaper: descendants of the
 /// command that called setsid(), double-forked or were started with `nohup ... &` stay below it.
