@@ -32,6 +32,7 @@
 #include "baton/scheduler/cron.hpp"
 #include "support/daemon.hpp"
 #include "support/env.hpp"
+#include "support/store_probe.hpp"
 
 extern char** environ;
 
@@ -41,6 +42,7 @@ using namespace std::chrono_literals;
 using std::chrono::milliseconds;
 namespace fs = std::filesystem;
 using ::testing::AllOf;
+using ::testing::AnyOf;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
@@ -345,6 +347,54 @@ TEST(daemon_status, unreachable_backend_fails_with_1_and_a_clear_message) {
     ++checked;
   }
   EXPECT_GT(checked, 0) << "no networked backend in this build";
+}
+
+// `status` only reads: on a store where nothing has run yet it creates nothing (no SQLite file,
+// table, key or ZooKeeper node) and says so where it can tell.
+TEST(daemon_status, creates_and_changes_nothing_on_a_store_where_nothing_ran_yet) {
+  const std::string unique = std::to_string(::getpid()) + "_" + std::to_string(now_ns() % 1000000);
+  const fs::path dir = baton::test::temp_dir("daemon-status-fresh");
+  std::vector<baton::backend_config> stores;
+  for (const auto& type : baton::available_backends()) {
+    if (type == "memory") continue;
+    auto backend = baton::test::backend_config_for(type);
+    if (type == "sqlite") {
+      backend.params["path"] = (dir / "missing.db").string();
+      stores.push_back(backend);
+      // An empty file is an SQLite database without the table.
+      backend.params["path"] = (dir / "empty.db").string();
+      write_file(dir / "empty.db", "");
+    } else if (type == "postgresql" || type == "mysql") {
+      backend.params["table"] = "baton_status_" + unique;
+    } else if (type == "redis") {
+      backend.params["url"] += "/9";  // a database no other test uses
+    } else if (type == "zookeeper") {
+      backend.params["root"] = "/baton-status-" + unique;
+    }
+    stores.push_back(backend);
+  }
+  for (const auto& backend : stores) {
+    std::string json = R"({"backend": {"type": )" + json_string(backend.type);
+    for (const auto& [key, value] : backend.params)
+      json += ", " + json_string(key) + ": " + json_string(value);
+    write_file(dir / "baton.json", json + R"(},
+                 "schedules": [{"name": "a", "every": "1s", "command": ["/bin/true"]}]})");
+    const auto before = baton::test::store_footprint(backend);
+    SCOPED_TRACE(before);
+    auto r = run_baton({"status", "--config", (dir / "baton.json").string()}, 60s);
+    EXPECT_EQ(r.status, 0) << r.err;
+    EXPECT_THAT(r.out, HasSubstr("owner:      none (never held)"));
+    EXPECT_EQ(baton::test::store_footprint(backend), before);
+    EXPECT_THAT(before, Not(AnyOf(HasSubstr("exists"), HasSubstr("rows"))));
+    // The SQL stores say what is missing; on Redis and ZooKeeper nothing stored means unowned.
+    const auto table = backend.params.count("table") ? backend.params.at("table") : "baton_mutex";
+    if (backend.type == "sqlite" && before.find("file: absent") != std::string::npos) {
+      EXPECT_THAT(r.out, HasSubstr("no database at " + backend.params.at("path") +
+                                   " (nothing has run yet); every schedule is unowned"));
+    } else if (backend.type != "redis" && backend.type != "zookeeper") {
+      EXPECT_THAT(r.out, HasSubstr("no table '" + table + "'"));
+    }
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
