@@ -11,6 +11,7 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <soci/soci.h>
 
 #include <algorithm>
 #include <atomic>
@@ -400,44 +401,114 @@ TEST(daemon_status, creates_and_changes_nothing_on_a_store_where_nothing_ran_yet
 // ---------------------------------------------------------------------------------------------
 // signals
 
-TEST(daemon_signals, second_signal_exits_at_once_and_the_job_dies_within_kill_grace) {
-  const fs::path dir = baton::test::temp_dir("daemon-second-signal");
-  // A job that ignores SIGTERM (and so does its sleep): stop() would wait its kill_grace.
-  write_file(dir / "stubborn.sh", "#!/bin/sh\ntrap '' TERM\necho \"pid $$\" >> \"$1\"\nsleep 30\n",
+// A SIGINT while stopping (Ctrl-C pressed again), whether SIGTERM or SIGINT began the stop.
+TEST(daemon_signals, sigint_while_stopping_exits_at_once_and_the_job_dies_within_kill_grace) {
+  for (const int first : {SIGTERM, SIGINT}) {
+    SCOPED_TRACE(first == SIGTERM ? "SIGTERM, then SIGINT" : "SIGINT twice");
+    const fs::path dir = baton::test::temp_dir("daemon-second-signal");
+    // A job that ignores SIGTERM (and so does its sleep): stop() would wait its kill_grace.
+    write_file(dir / "stubborn.sh",
+               "#!/bin/sh\ntrap '' TERM\necho \"pid $$\" >> \"$1\"\nsleep 30\n", true);
+    write_file(dir / "baton.json",
+               R"({"backend": {"type": "sqlite", "path": "s.db"},
+                   "lease": {"ttl": "5s", "transition": "5s", "stop_grace": "4s"},
+                   "kill_grace": "4s",
+                   "schedules": [{"name": "stubborn", "every": "1s",
+                                  "command": ["./stubborn.sh", )" +
+                   json_string((dir / "jobs.log").string()) + R"(]}]})");
+    process node({daemon_path(), "run", "--config", (dir / "baton.json").string()}, dir / "out",
+                 dir / "err");
+    ASSERT_TRUE(baton::test::wait_until(
+        [&] { return read_file(dir / "jobs.log").find("pid ") != std::string::npos; }, 20s))
+        << read_file(dir / "err");
+    const pid_t job = std::stoi(read_file(dir / "jobs.log").substr(4));
+    node.signal(first);
+    ASSERT_TRUE(baton::test::wait_until(
+        [&] { return read_file(dir / "err").find("received SIG") != std::string::npos; }, 5s));
+    const auto second = std::chrono::steady_clock::now();
+    node.signal(SIGINT);
+    auto status = node.wait_exit(3s);
+    ASSERT_TRUE(status) << read_file(dir / "err");
+    EXPECT_EQ(*status, 128 + SIGINT);
+    EXPECT_LT(std::chrono::steady_clock::now() - second, 2s);
+    // The job's supervisor sees the daemon gone: SIGTERM (ignored), SIGKILL after kill_grace.
+    auto dead = [&] {
+      std::ifstream stat("/proc/" + std::to_string(job) + "/stat");
+      std::string line;
+      if (!std::getline(stat, line)) return true;
+      auto close = line.rfind(')');
+      return close != std::string::npos && line.size() > close + 2 && line[close + 2] == 'Z';
+    };
+    EXPECT_TRUE(baton::test::wait_until(dead, 4s + 1s + 500ms))
+        << "job pid " << job << " outlived the daemon by more than kill_grace + 1 s";
+    EXPECT_GE(std::chrono::steady_clock::now() - second, 3500ms) << "killed before kill_grace";
+  }
+}
+
+// GNU timeout (and systemd) may deliver SIGTERM twice: the second, milliseconds after the first,
+// must not turn the graceful stop into an exit without releasing.
+TEST(daemon_signals, sigterm_twice_within_ms_still_releases_and_exits_0) {
+  const fs::path dir = baton::test::temp_dir("daemon-sigterm-twice");
+  // The job ignores SIGTERM, so the stop takes its kill_grace (2s): the second SIGTERM surely
+  // comes while stopping.
+  write_file(dir / "stubborn.sh", "#!/bin/sh\ntrap '' TERM\necho started >> \"$1\"\nsleep 30\n",
              true);
   write_file(dir / "baton.json",
              R"({"backend": {"type": "sqlite", "path": "s.db"},
-                 "lease": {"ttl": "5s", "transition": "5s", "stop_grace": "4s"},
-                 "kill_grace": "4s",
+                 "lease": {"ttl": "5s", "transition": "5s", "stop_grace": "3s"},
+                 "kill_grace": "2s",
                  "schedules": [{"name": "stubborn", "every": "1s",
                                 "command": ["./stubborn.sh", )" +
                  json_string((dir / "jobs.log").string()) + R"(]}]})");
   process node({daemon_path(), "run", "--config", (dir / "baton.json").string()}, dir / "out",
                dir / "err");
   ASSERT_TRUE(baton::test::wait_until(
-      [&] { return read_file(dir / "jobs.log").find("pid ") != std::string::npos; }, 20s))
+      [&] { return read_file(dir / "jobs.log").find("started") != std::string::npos; }, 20s))
       << read_file(dir / "err");
-  const pid_t job = std::stoi(read_file(dir / "jobs.log").substr(4));
   node.signal(SIGTERM);
+  // Once the daemon has taken the first one (two signals sent at once would merge into one).
   ASSERT_TRUE(baton::test::wait_until(
       [&] { return read_file(dir / "err").find("received SIGTERM") != std::string::npos; }, 5s));
-  const auto second = std::chrono::steady_clock::now();
-  node.signal(SIGINT);
-  auto status = node.wait_exit(3s);
-  ASSERT_TRUE(status) << read_file(dir / "err");
-  EXPECT_EQ(*status, 128 + SIGINT);
-  EXPECT_LT(std::chrono::steady_clock::now() - second, 2s);
-  // The job's supervisor sees the daemon gone: SIGTERM (ignored here), SIGKILL after kill_grace.
-  auto dead = [&] {
-    std::ifstream stat("/proc/" + std::to_string(job) + "/stat");
-    std::string line;
-    if (!std::getline(stat, line)) return true;
-    auto close = line.rfind(')');
-    return close != std::string::npos && line.size() > close + 2 && line[close + 2] == 'Z';
-  };
-  EXPECT_TRUE(baton::test::wait_until(dead, 4s + 1s + 500ms))
-      << "job pid " << job << " outlived the daemon by more than kill_grace + 1 s";
-  EXPECT_GE(std::chrono::steady_clock::now() - second, 3500ms) << "killed before kill_grace";
+  node.signal(SIGTERM);
+  auto status = node.wait_exit(15s);
+  const auto log = read_file(dir / "err");
+  ASSERT_TRUE(status) << log;
+  EXPECT_EQ(*status, 0) << log;
+  EXPECT_THAT(log, AllOf(HasSubstr("the same stop, delivered twice"), HasSubstr("stopped"),
+                         Not(HasSubstr("exiting at once"))));
+  // Released: the mutex is free for the next node at once.
+  auto r = run_baton({"status", "--config", (dir / "baton.json").string()});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("owner:      none (last fence 1)"));
+}
+
+// A graceful stop that takes longer than stop_timeout (its release waits for a database that
+// the test keeps locked) gives up: exit 1, and the log says why.
+TEST(daemon_signals, a_stop_that_outlasts_stop_timeout_gives_up_with_exit_1) {
+  const fs::path dir = baton::test::temp_dir("daemon-stop-timeout");
+  write_file(dir / "baton.json",
+             R"({"backend": {"type": "sqlite", "path": "s.db", "statement_timeout": "4s"},
+                 "kill_grace": "500ms", "stop_timeout": "2s",
+                 "schedules": [{"name": "once", "every": "1h", "command": ["/bin/true"]}]})");
+  process node({daemon_path(), "run", "--config", (dir / "baton.json").string()}, dir / "out",
+               dir / "err");
+  ASSERT_TRUE(baton::test::wait_until(
+      [&] { return read_file(dir / "err").find("finished in") != std::string::npos; }, 20s))
+      << read_file(dir / "err");
+  soci::session admin("sqlite3", "db=" + (dir / "s.db").string() + " timeout=5");
+  admin << "BEGIN IMMEDIATE";  // the release's UPDATE now waits statement_timeout (4s)
+  const auto sent = std::chrono::steady_clock::now();
+  node.signal(SIGTERM);
+  auto status = node.wait_exit(10s);
+  const auto took = std::chrono::steady_clock::now() - sent;
+  admin << "ROLLBACK";
+  const auto log = read_file(dir / "err");
+  ASSERT_TRUE(status) << log;
+  EXPECT_EQ(*status, 1) << log;
+  EXPECT_GE(took, 2s);
+  EXPECT_LT(took, 3500ms) << "waited for the release rather than giving up at stop_timeout";
+  EXPECT_THAT(log, HasSubstr("stop_timeout 2s passed since SIGTERM: exiting without waiting "
+                             "longer"));
 }
 
 // ---------------------------------------------------------------------------------------------
