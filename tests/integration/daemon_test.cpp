@@ -401,30 +401,45 @@ TEST(daemon_status, creates_and_changes_nothing_on_a_store_where_nothing_ran_yet
 // ---------------------------------------------------------------------------------------------
 // signals
 
+// A `baton run` node in `dir` (log: dir/err) whose one schedule runs a job that ignores SIGTERM
+// (and so does its sleep), so that a graceful stop waits its `kill_grace`. Once the job runs
+// (its pid in `job`) it sends the node `first` and returns when the daemon has taken it (two
+// signals sent at once would merge into one). `job` is -1 if any of that did not happen.
+std::unique_ptr<process> stopping_stubborn_node(const fs::path& dir, const std::string& kill_grace,
+                                                int first, pid_t& job) {
+  write_file(dir / "stubborn.sh", "#!/bin/sh\ntrap '' TERM\necho \"pid $$\" >> \"$1\"\nsleep 30\n",
+             true);
+  write_file(dir / "baton.json",
+             R"({"backend": {"type": "sqlite", "path": "s.db"},
+                 "lease": {"ttl": "5s", "transition": "5s", "stop_grace": "4s"},
+                 "kill_grace": )" +
+                 json_string(kill_grace) + R"(,
+                 "schedules": [{"name": "stubborn", "every": "1s",
+                                "command": ["./stubborn.sh", )" +
+                 json_string((dir / "jobs.log").string()) + R"(]}]})");
+  auto node = std::make_unique<process>(
+      std::vector<std::string>{daemon_path(), "run", "--config", (dir / "baton.json").string()},
+      dir / "out", dir / "err");
+  job = -1;
+  if (!baton::test::wait_until(
+          [&] { return read_file(dir / "jobs.log").find("pid ") != std::string::npos; }, 20s))
+    return node;
+  node->signal(first);
+  if (baton::test::wait_until(
+          [&] { return read_file(dir / "err").find("received SIG") != std::string::npos; }, 5s))
+    job = std::stoi(read_file(dir / "jobs.log").substr(4));
+  return node;
+}
+
 // A SIGINT while stopping (Ctrl-C pressed again), whether SIGTERM or SIGINT began the stop.
 TEST(daemon_signals, sigint_while_stopping_exits_at_once_and_the_job_dies_within_kill_grace) {
   for (const int first : {SIGTERM, SIGINT}) {
     SCOPED_TRACE(first == SIGTERM ? "SIGTERM, then SIGINT" : "SIGINT twice");
     const fs::path dir = baton::test::temp_dir("daemon-second-signal");
-    // A job that ignores SIGTERM (and so does its sleep): stop() would wait its kill_grace.
-    write_file(dir / "stubborn.sh",
-               "#!/bin/sh\ntrap '' TERM\necho \"pid $$\" >> \"$1\"\nsleep 30\n", true);
-    write_file(dir / "baton.json",
-               R"({"backend": {"type": "sqlite", "path": "s.db"},
-                   "lease": {"ttl": "5s", "transition": "5s", "stop_grace": "4s"},
-                   "kill_grace": "4s",
-                   "schedules": [{"name": "stubborn", "every": "1s",
-                                  "command": ["./stubborn.sh", )" +
-                   json_string((dir / "jobs.log").string()) + R"(]}]})");
-    process node({daemon_path(), "run", "--config", (dir / "baton.json").string()}, dir / "out",
-                 dir / "err");
-    ASSERT_TRUE(baton::test::wait_until(
-        [&] { return read_file(dir / "jobs.log").find("pid ") != std::string::npos; }, 20s))
-        << read_file(dir / "err");
-    const pid_t job = std::stoi(read_file(dir / "jobs.log").substr(4));
-    node.signal(first);
-    ASSERT_TRUE(baton::test::wait_until(
-        [&] { return read_file(dir / "err").find("received SIG") != std::string::npos; }, 5s));
+    pid_t job = -1;
+    auto started = stopping_stubborn_node(dir, "4s", first, job);
+    process& node = *started;
+    ASSERT_GT(job, 0) << read_file(dir / "err");
     const auto second = std::chrono::steady_clock::now();
     node.signal(SIGINT);
     auto status = node.wait_exit(3s);
@@ -451,24 +466,10 @@ TEST(daemon_signals, sigterm_twice_within_ms_still_releases_and_exits_0) {
   const fs::path dir = baton::test::temp_dir("daemon-sigterm-twice");
   // The job ignores SIGTERM, so the stop takes its kill_grace (2s): the second SIGTERM surely
   // comes while stopping.
-  write_file(dir / "stubborn.sh", "#!/bin/sh\ntrap '' TERM\necho started >> \"$1\"\nsleep 30\n",
-             true);
-  write_file(dir / "baton.json",
-             R"({"backend": {"type": "sqlite", "path": "s.db"},
-                 "lease": {"ttl": "5s", "transition": "5s", "stop_grace": "3s"},
-                 "kill_grace": "2s",
-                 "schedules": [{"name": "stubborn", "every": "1s",
-                                "command": ["./stubborn.sh", )" +
-                 json_string((dir / "jobs.log").string()) + R"(]}]})");
-  process node({daemon_path(), "run", "--config", (dir / "baton.json").string()}, dir / "out",
-               dir / "err");
-  ASSERT_TRUE(baton::test::wait_until(
-      [&] { return read_file(dir / "jobs.log").find("started") != std::string::npos; }, 20s))
-      << read_file(dir / "err");
-  node.signal(SIGTERM);
-  // Once the daemon has taken the first one (two signals sent at once would merge into one).
-  ASSERT_TRUE(baton::test::wait_until(
-      [&] { return read_file(dir / "err").find("received SIGTERM") != std::string::npos; }, 5s));
+  pid_t job = -1;
+  auto started = stopping_stubborn_node(dir, "2s", SIGTERM, job);
+  process& node = *started;
+  ASSERT_GT(job, 0) << read_file(dir / "err");
   node.signal(SIGTERM);
   auto status = node.wait_exit(15s);
   const auto log = read_file(dir / "err");
