@@ -73,9 +73,11 @@ Options:
   --log-level LEVEL    trace, debug, info, warn or error (overrides the config's log_level)
 
 Exit status: 0 normal, 1 runtime failure, 2 bad arguments or config (the message names the
-file and JSON path). During `run`, a second SIGTERM/SIGINT exits at once with 128 + signal,
-without waiting for jobs or releasing (each job's supervisor ends its whole process tree
-within kill_grace; other nodes take over when the lease expires).
+file and JSON path). During `run`'s graceful stop a repeated SIGTERM is ignored (GNU timeout
+and systemd may send two) until stop_timeout, then it exits 1; a SIGINT (Ctrl-C again) exits
+at once with 130, without waiting for jobs or releasing (each job's supervisor ends its whole
+process tree within kill_grace; other nodes take over when the lease expires). `status` only
+reads: it creates nothing on the backend.
 
 )" + backends_help();
 }

@@ -28,9 +28,10 @@ std::string find_program(const std::string& program);
 
 /// Builds the configured backend. A parameter it rejects is printed as "FILE: /backend: ..."
 /// (status exit_usage); any other failure goes to `report` (status exit_failure). Null on failure.
+/// `read_only`: for inspection (backend_config::read_only): it creates and changes nothing.
 std::shared_ptr<mutex_backend> make_configured_backend(
     const config::daemon_config& config, runtime& rt, int& status,
-    const std::function<void(const std::string&)>& report);
+    const std::function<void(const std::string&)>& report, bool read_only = false);
 
 /// Backend parameters for display, secrets masked (password=..., URL passwords).
 std::string describe_backend(const backend_config& backend);

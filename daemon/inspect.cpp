@@ -90,9 +90,11 @@ std::string find_program(const std::string& program) {
 
 std::shared_ptr<mutex_backend> make_configured_backend(
     const config::daemon_config& config, runtime& rt, int& status,
-    const std::function<void(const std::string&)>& report) {
+    const std::function<void(const std::string&)>& report, bool read_only) {
   try {
-    return make_backend(config.backend, rt);
+    backend_config backend = config.backend;
+    backend.read_only = read_only;
+    return make_backend(backend, rt);
   } catch (const std::invalid_argument& e) {
     std::cerr << config.source << ": /backend: " << e.what() << "\n";
     status = exit_usage;
@@ -185,20 +187,28 @@ int status(const command_line& cl) {
   configure_logging(cl.log_level.value_or("warn"));
   runtime rt;
   int failed = exit_ok;
-  auto backend = make_configured_backend(*config, rt, failed, [](const std::string& why) {
-    std::cerr << "baton status: " << why << "\n";
-  });
+  // Read-only: looking creates and changes nothing (no database file, table, key or node).
+  auto backend = make_configured_backend(
+      *config, rt, failed,
+      [](const std::string& why) { std::cerr << "baton status: " << why << "\n"; }, true);
   if (!backend) return failed;
   std::ostream& out = std::cout;
   out << "backend: " << describe_backend(config->backend) << " (times are the backend's clock)\n";
   {
     watchdog guard(status_deadline, "the " + config->backend.type + " backend");
+    bool nothing_stored = false;
     for (const auto& s : config->schedules) {
       mutex_owner owner;
       std::string state;
       try {
-        owner = backend->read_owner(s.name);
-        state = backend->read_state(s.name);
+        if (!nothing_stored) {
+          owner = backend->read_owner(s.name);
+          state = backend->read_state(s.name);
+        }
+      } catch (const store_missing& e) {
+        // Not an error: no node has run on this store yet, and looking did not create it.
+        out << e.what() << "; every schedule is unowned\n";
+        nothing_stored = true;
       } catch (const std::exception& e) {
         std::cerr << "baton status: cannot read schedule '" << s.name << "' from the "
                   << config->backend.type << " backend: " << e.what() << "\n";

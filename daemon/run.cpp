@@ -20,6 +20,7 @@
 #include "baton/scheduler/scheduler.hpp"
 #include "commands.hpp"
 #include "output.hpp"
+#include "stop_policy.hpp"
 
 namespace baton::daemon {
 
@@ -207,34 +208,68 @@ int run(const command_line& cl) {
       log().error("reload failed: {}", e.what());
     }
   }
+  using clock = std::chrono::steady_clock;
+  const clock::time_point since = clock::now();  // next_stop_step: stop_gracefully
   const milliseconds grace = stop_wait(running);
+  const milliseconds stop_timeout = config->stop_timeout_for(defaults);
   log().info(
-      "received {}: stopping; waiting up to {} for running jobs, then releasing every "
-      "mutex (send it again to exit at once)",
-      signal_name(sig), config::format_duration(grace));
+      "received {}: stopping; waiting up to {} for running jobs, then releasing every mutex "
+      "(stop_timeout {}; SIGTERM again is ignored, SIGINT again exits at once)",
+      signal_name(sig), config::format_duration(grace), config::format_duration(stop_timeout));
 
+  // The whole graceful stop runs on its own thread, so that the main thread keeps answering
+  // signals and can give up at stop_timeout whatever the stop is waiting for.
   std::atomic<bool> stopped{false};
   std::thread stopper([&] {
     sched->stop(grace);
+    sched.reset();
+    backend.reset();
+    rt.stop();
     stopped = true;
   });
   while (!stopped) {
     timespec tick{0, 20'000'000};
     const int again = sigtimedwait(&stop_signals, nullptr, &tick);
-    if (again > 0) {
-      log().warn(
-          "received {} while stopping: exiting at once without releasing (the jobs' "
-          "supervisors end them within kill_grace; other nodes take over when the lease "
-          "expires)",
-          signal_name(again));
-      log().flush();
-      std::_Exit(128 + again);
+    const auto now = clock::now();
+    const auto step = next_stop_step(again > 0 ? std::optional<int>(again) : std::nullopt, since,
+                                     now, stop_timeout);
+    auto elapsed = [&] {
+      return config::format_duration(std::chrono::duration_cast<milliseconds>(now - since));
+    };
+    switch (step) {
+      case stop_step::duplicate:
+        log().info(
+            "received {} {} after {}: the same stop, delivered twice; still stopping gracefully",
+            signal_name(again), elapsed(), signal_name(sig));
+        break;
+      case stop_step::keep_stopping:
+        log().warn(
+            "received {} while stopping ({} since {}): ignored; still stopping gracefully "
+            "(at most stop_timeout {}; SIGINT exits at once)",
+            signal_name(again), elapsed(), signal_name(sig), config::format_duration(stop_timeout));
+        break;
+      case stop_step::exit_now:
+        log().warn(
+            "received {} while stopping: exiting at once without releasing (the jobs' "
+            "supervisors end them within kill_grace; other nodes take over when the lease "
+            "expires)",
+            signal_name(again));
+        log().flush();
+        std::_Exit(128 + again);
+      case stop_step::give_up:
+        log().error(
+            "stop_timeout {} passed since {}: exiting without waiting longer; mutexes not yet "
+            "released are taken over when their leases expire, and the jobs' supervisors end "
+            "their processes within kill_grace",
+            config::format_duration(stop_timeout), signal_name(sig));
+        log().flush();
+        std::_Exit(exit_failure);
+      case stop_step::wait:
+      case stop_step::stop_gracefully:  // not while stopping
+        break;
     }
   }
   stopper.join();
-  sched.reset();
-  backend.reset();
-  rt.stop();
   log().info("stopped");
   return exit_ok;
 }

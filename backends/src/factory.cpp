@@ -35,6 +35,27 @@ const backend_descriptor& memory_descriptor() {
   return d;
 }
 
+// A backend built with backend_config::read_only: reads pass through, contending is refused, so
+// nothing that inspects a backend can write to it by accident.
+class read_only_backend final : public mutex_backend {
+ public:
+  explicit read_only_backend(std::shared_ptr<mutex_backend> inner) : inner_(std::move(inner)) {}
+  std::string_view type() const noexcept override { return inner_->type(); }
+  contend_options default_options() const override { return inner_->default_options(); }
+  std::shared_ptr<contend_service> make_contend_service(const std::string& name,
+                                                        std::shared_ptr<mutex_contender>,
+                                                        const contend_options&,
+                                                        std::string) override {
+    throw std::logic_error("the " + std::string(type()) + " backend is read-only (built for " +
+                           "inspection): cannot contend for '" + name + "'");
+  }
+  mutex_owner read_owner(const std::string& name) override { return inner_->read_owner(name); }
+  std::string read_state(const std::string& name) override { return inner_->read_state(name); }
+
+ private:
+  std::shared_ptr<mutex_backend> inner_;
+};
+
 const backend_descriptor& descriptor_of(const backend_config& config) {
   if (const auto* d = find_backend(config.type)) return *d;
   std::string known;
@@ -84,7 +105,9 @@ contend_options default_lease(const backend_config& config) {
 std::shared_ptr<mutex_backend> make_backend(const backend_config& config, runtime& rt) {
   const auto& d = descriptor_of(config);
   check_params(d, config);
-  return d.make(config, rt);
+  auto backend = d.make(config, rt);
+  if (!config.read_only) return backend;
+  return std::make_shared<read_only_backend>(std::move(backend));
 }
 
 }  // namespace baton

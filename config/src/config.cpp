@@ -1,4 +1,4 @@
-// The config file format: backend, lease, kill_grace, log_level, schedules.
+// The config file format: backend, lease, kill_grace, stop_timeout, log_level, schedules.
 #include "baton/config/config.hpp"
 
 #include <algorithm>
@@ -538,6 +538,21 @@ milliseconds daemon_config::kill_grace_for(const schedule_config& s,
   return stop_grace_for(s, backend_defaults);
 }
 
+namespace {
+// How long a graceful stop waits for the jobs before it releases (daemon/run.cpp stop_wait).
+milliseconds longest_job_wait(const daemon_config& config, const contend_options& defaults) {
+  milliseconds longest{0};
+  for (const auto& s : config.schedules)
+    longest = std::max(longest, config.kill_grace_for(s, defaults));
+  return longest + std::chrono::seconds{1};
+}
+}  // namespace
+
+milliseconds daemon_config::stop_timeout_for(const contend_options& backend_defaults) const {
+  if (stop_timeout) return *stop_timeout;
+  return longest_job_wait(*this, backend_defaults) + std::chrono::seconds{9};
+}
+
 std::optional<std::string> process_env(const std::string& name) {
   const char* value = std::getenv(name.c_str());
   if (value == nullptr) return std::nullopt;
@@ -573,9 +588,9 @@ daemon_config parse_config(std::string_view text, const std::string& source,
                     detail::describe_type(root));
     r.throw_if_failed();
   }
-  r.allowed_keys(
-      root, "",
-      {"backend", "lease", "kill_grace", "log_level", "inherit_env", "log_output", "schedules"});
+  r.allowed_keys(root, "",
+                 {"backend", "lease", "kill_grace", "stop_timeout", "log_level", "inherit_env",
+                  "log_output", "schedules"});
   const auto errors_before_backend = r.error_count();
   const backend_descriptor* descriptor = nullptr;
   config.backend = read_backend(r, root, base_dir, descriptor);
@@ -594,6 +609,8 @@ daemon_config parse_config(std::string_view text, const std::string& source,
   if (auto it = root.find("lease"); it != root.end()) config.lease = read_lease(r, *it, "/lease");
   if (auto it = root.find("kill_grace"); it != root.end())
     config.kill_grace = r.duration(*it, "/kill_grace");
+  if (auto it = root.find("stop_timeout"); it != root.end())
+    config.stop_timeout = r.duration(*it, "/stop_timeout");
   // Cross-field rules run only on well-formed values (a bad one would be replaced by a default).
   const bool lease_ok = r.error_count() == errors_before_lease;
   if (auto it = root.find("log_level"); it != root.end()) {
@@ -685,6 +702,15 @@ daemon_config parse_config(std::string_view text, const std::string& source,
                        "and another node may start it. Lower kill_grace, or raise "
                        "lease.stop_grace (it must stay below transition - drift margin = " +
                        show(baton::detail::stop_grace_limit(o)) + ")");
+  }
+  if (config.stop_timeout && !r.failed()) {
+    const auto job_wait = longest_job_wait(config, defaults);
+    if (*config.stop_timeout <= job_wait)
+      r.error("/stop_timeout", "stop_timeout (" + show(*config.stop_timeout) +
+                                   ") must be longer than the longest kill_grace + 1s (" +
+                                   show(job_wait) +
+                                   "): a graceful stop waits that long for the jobs before it "
+                                   "releases the mutexes");
   }
   r.throw_if_failed();
   config.referenced_env = std::move(referenced);

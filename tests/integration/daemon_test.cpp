@@ -11,6 +11,7 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <soci/soci.h>
 
 #include <algorithm>
 #include <atomic>
@@ -32,6 +33,7 @@
 #include "baton/scheduler/cron.hpp"
 #include "support/daemon.hpp"
 #include "support/env.hpp"
+#include "support/store_probe.hpp"
 
 extern char** environ;
 
@@ -41,6 +43,7 @@ using namespace std::chrono_literals;
 using std::chrono::milliseconds;
 namespace fs = std::filesystem;
 using ::testing::AllOf;
+using ::testing::AnyOf;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
@@ -387,47 +390,166 @@ TEST(daemon_status, unreachable_backend_fails_with_1_and_a_clear_message) {
   EXPECT_GT(checked, 0) << "no networked backend in this build";
 }
 
+// `status` only reads: on a store where nothing has run yet it creates nothing (no SQLite file,
+// table, key or ZooKeeper node) and says so where it can tell.
+TEST(daemon_status, creates_and_changes_nothing_on_a_store_where_nothing_ran_yet) {
+  const std::string unique = std::to_string(::getpid()) + "_" + std::to_string(now_ns() % 1000000);
+  const fs::path dir = baton::test::temp_dir("daemon-status-fresh");
+  std::vector<baton::backend_config> stores;
+  for (const auto& type : baton::available_backends()) {
+    if (type == "memory") continue;
+    auto backend = baton::test::backend_config_for(type);
+    if (type == "sqlite") {
+      backend.params["path"] = (dir / "missing.db").string();
+      stores.push_back(backend);
+      // An empty file is an SQLite database without the table.
+      backend.params["path"] = (dir / "empty.db").string();
+      write_file(dir / "empty.db", "");
+    } else if (type == "postgresql" || type == "mysql") {
+      backend.params["table"] = "baton_status_" + unique;
+    } else if (type == "redis") {
+      backend.params["url"] += "/9";  // a database no other test uses
+    } else if (type == "zookeeper") {
+      backend.params["root"] = "/baton-status-" + unique;
+    }
+    stores.push_back(backend);
+  }
+  for (const auto& backend : stores) {
+    std::string json = R"({"backend": {"type": )" + json_string(backend.type);
+    for (const auto& [key, value] : backend.params)
+      json += ", " + json_string(key) + ": " + json_string(value);
+    write_file(dir / "baton.json", json + R"(},
+                 "schedules": [{"name": "a", "every": "1s", "command": ["/bin/true"]}]})");
+    const auto before = baton::test::store_footprint(backend);
+    SCOPED_TRACE(before);
+    auto r = run_baton({"status", "--config", (dir / "baton.json").string()}, 60s);
+    EXPECT_EQ(r.status, 0) << r.err;
+    EXPECT_THAT(r.out, HasSubstr("owner:      none (never held)"));
+    EXPECT_EQ(baton::test::store_footprint(backend), before);
+    EXPECT_THAT(before, Not(AnyOf(HasSubstr("exists"), HasSubstr("rows"))));
+    // The SQL stores say what is missing; on Redis and ZooKeeper nothing stored means unowned.
+    const auto table = backend.params.count("table") ? backend.params.at("table") : "baton_mutex";
+    if (backend.type == "sqlite" && before.find("file: absent") != std::string::npos) {
+      EXPECT_THAT(r.out, HasSubstr("no database at " + backend.params.at("path") +
+                                   " (nothing has run yet); every schedule is unowned"));
+    } else if (backend.type != "redis" && backend.type != "zookeeper") {
+      EXPECT_THAT(r.out, HasSubstr("no table '" + table + "'"));
+    }
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // signals
 
-TEST(daemon_signals, second_signal_exits_at_once_and_the_job_dies_within_kill_grace) {
-  const fs::path dir = baton::test::temp_dir("daemon-second-signal");
-  // A job that ignores SIGTERM (and so does its sleep): stop() would wait its kill_grace.
+// A `baton run` node in `dir` (log: dir/err) whose one schedule runs a job that ignores SIGTERM
+// (and so does its sleep), so that a graceful stop waits its `kill_grace`. Once the job runs
+// (its pid in `job`) it sends the node `first` and returns when the daemon has taken it (two
+// signals sent at once would merge into one). `job` is -1 if any of that did not happen.
+std::unique_ptr<process> stopping_stubborn_node(const fs::path& dir, const std::string& kill_grace,
+                                                int first, pid_t& job) {
   write_file(dir / "stubborn.sh", "#!/bin/sh\ntrap '' TERM\necho \"pid $$\" >> \"$1\"\nsleep 30\n",
              true);
   write_file(dir / "baton.json",
              R"({"backend": {"type": "sqlite", "path": "s.db"},
                  "lease": {"ttl": "5s", "transition": "5s", "stop_grace": "4s"},
-                 "kill_grace": "4s",
+                 "kill_grace": )" +
+                 json_string(kill_grace) + R"(,
                  "schedules": [{"name": "stubborn", "every": "1s",
                                 "command": ["./stubborn.sh", )" +
                  json_string((dir / "jobs.log").string()) + R"(]}]})");
+  auto node = std::make_unique<process>(
+      std::vector<std::string>{daemon_path(), "run", "--config", (dir / "baton.json").string()},
+      dir / "out", dir / "err");
+  job = -1;
+  if (!baton::test::wait_until(
+          [&] { return read_file(dir / "jobs.log").find("pid ") != std::string::npos; }, 20s))
+    return node;
+  node->signal(first);
+  if (baton::test::wait_until(
+          [&] { return read_file(dir / "err").find("received SIG") != std::string::npos; }, 5s))
+    job = std::stoi(read_file(dir / "jobs.log").substr(4));
+  return node;
+}
+
+// A SIGINT while stopping (Ctrl-C pressed again), whether SIGTERM or SIGINT began the stop.
+TEST(daemon_signals, sigint_while_stopping_exits_at_once_and_the_job_dies_within_kill_grace) {
+  for (const int first : {SIGTERM, SIGINT}) {
+    SCOPED_TRACE(first == SIGTERM ? "SIGTERM, then SIGINT" : "SIGINT twice");
+    const fs::path dir = baton::test::temp_dir("daemon-second-signal");
+    pid_t job = -1;
+    auto started = stopping_stubborn_node(dir, "4s", first, job);
+    process& node = *started;
+    ASSERT_GT(job, 0) << read_file(dir / "err");
+    const auto second = std::chrono::steady_clock::now();
+    node.signal(SIGINT);
+    auto status = node.wait_exit(3s);
+    ASSERT_TRUE(status) << read_file(dir / "err");
+    EXPECT_EQ(*status, 128 + SIGINT);
+    EXPECT_LT(std::chrono::steady_clock::now() - second, 2s);
+    // The job's supervisor sees the daemon gone: SIGTERM (ignored), SIGKILL after kill_grace.
+    auto dead = [&] {
+      std::ifstream stat("/proc/" + std::to_string(job) + "/stat");
+      std::string line;
+      if (!std::getline(stat, line)) return true;
+      auto close = line.rfind(')');
+      return close != std::string::npos && line.size() > close + 2 && line[close + 2] == 'Z';
+    };
+    EXPECT_TRUE(baton::test::wait_until(dead, 4s + 1s + 500ms))
+        << "job pid " << job << " outlived the daemon by more than kill_grace + 1 s";
+    EXPECT_GE(std::chrono::steady_clock::now() - second, 3500ms) << "killed before kill_grace";
+  }
+}
+
+// GNU timeout (and systemd) may deliver SIGTERM twice: the second, milliseconds after the first,
+// must not turn the graceful stop into an exit without releasing.
+TEST(daemon_signals, sigterm_twice_within_ms_still_releases_and_exits_0) {
+  const fs::path dir = baton::test::temp_dir("daemon-sigterm-twice");
+  // The job ignores SIGTERM, so the stop takes its kill_grace (2s): the second SIGTERM surely
+  // comes while stopping.
+  pid_t job = -1;
+  auto started = stopping_stubborn_node(dir, "2s", SIGTERM, job);
+  process& node = *started;
+  ASSERT_GT(job, 0) << read_file(dir / "err");
+  node.signal(SIGTERM);
+  auto status = node.wait_exit(15s);
+  const auto log = read_file(dir / "err");
+  ASSERT_TRUE(status) << log;
+  EXPECT_EQ(*status, 0) << log;
+  EXPECT_THAT(log, AllOf(HasSubstr("the same stop, delivered twice"), HasSubstr("stopped"),
+                         Not(HasSubstr("exiting at once"))));
+  // Released: the mutex is free for the next node at once.
+  auto r = run_baton({"status", "--config", (dir / "baton.json").string()});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("owner:      none (last fence 1)"));
+}
+
+// A graceful stop that takes longer than stop_timeout (its release waits for a database that
+// the test keeps locked) gives up: exit 1, and the log says why.
+TEST(daemon_signals, a_stop_that_outlasts_stop_timeout_gives_up_with_exit_1) {
+  const fs::path dir = baton::test::temp_dir("daemon-stop-timeout");
+  write_file(dir / "baton.json",
+             R"({"backend": {"type": "sqlite", "path": "s.db", "statement_timeout": "4s"},
+                 "kill_grace": "500ms", "stop_timeout": "2s",
+                 "schedules": [{"name": "once", "every": "1h", "command": ["/bin/true"]}]})");
   process node({daemon_path(), "run", "--config", (dir / "baton.json").string()}, dir / "out",
                dir / "err");
   ASSERT_TRUE(baton::test::wait_until(
-      [&] { return read_file(dir / "jobs.log").find("pid ") != std::string::npos; }, 20s))
+      [&] { return read_file(dir / "err").find("finished in") != std::string::npos; }, 20s))
       << read_file(dir / "err");
-  const pid_t job = std::stoi(read_file(dir / "jobs.log").substr(4));
+  soci::session admin("sqlite3", "db=" + (dir / "s.db").string() + " timeout=5");
+  admin << "BEGIN IMMEDIATE";  // the release's UPDATE now waits statement_timeout (4s)
+  const auto sent = std::chrono::steady_clock::now();
   node.signal(SIGTERM);
-  ASSERT_TRUE(baton::test::wait_until(
-      [&] { return read_file(dir / "err").find("received SIGTERM") != std::string::npos; }, 5s));
-  const auto second = std::chrono::steady_clock::now();
-  node.signal(SIGINT);
-  auto status = node.wait_exit(3s);
-  ASSERT_TRUE(status) << read_file(dir / "err");
-  EXPECT_EQ(*status, 128 + SIGINT);
-  EXPECT_LT(std::chrono::steady_clock::now() - second, 2s);
-  // The job's supervisor sees the daemon gone: SIGTERM (ignored here), SIGKILL after kill_grace.
-  auto dead = [&] {
-    std::ifstream stat("/proc/" + std::to_string(job) + "/stat");
-    std::string line;
-    if (!std::getline(stat, line)) return true;
-    auto close = line.rfind(')');
-    return close != std::string::npos && line.size() > close + 2 && line[close + 2] == 'Z';
-  };
-  EXPECT_TRUE(baton::test::wait_until(dead, 4s + 1s + 500ms))
-      << "job pid " << job << " outlived the daemon by more than kill_grace + 1 s";
-  EXPECT_GE(std::chrono::steady_clock::now() - second, 3500ms) << "killed before kill_grace";
+  auto status = node.wait_exit(10s);
+  const auto took = std::chrono::steady_clock::now() - sent;
+  admin << "ROLLBACK";
+  const auto log = read_file(dir / "err");
+  ASSERT_TRUE(status) << log;
+  EXPECT_EQ(*status, 1) << log;
+  EXPECT_GE(took, 2s);
+  EXPECT_LT(took, 3500ms) << "waited for the release rather than giving up at stop_timeout";
+  EXPECT_THAT(log, HasSubstr("stop_timeout 2s passed since SIGTERM: exiting without waiting "
+                             "longer"));
 }
 
 // ---------------------------------------------------------------------------------------------

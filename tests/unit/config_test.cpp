@@ -639,6 +639,21 @@ TEST(config_lease, kill_grace_must_not_outlast_stop_grace) {
               HasSubstr("/schedules/0/kill_grace: kill_grace (2s) must not exceed"));
 }
 
+TEST(config_lease, stop_timeout_defaults_to_the_job_wait_plus_10s_and_must_exceed_it) {
+  const std::string schedule = R"("name": "a", "every": "1s", "command": ["x"])";
+  const baton::contend_options defaults;
+  const auto unset = parse(with_schedule(schedule, R"(, "kill_grace": "2s")"));
+  EXPECT_FALSE(unset.stop_timeout);
+  EXPECT_EQ(unset.stop_timeout_for(defaults), 12s);  // kill_grace 2s + 1s job wait + 9s
+  const auto set = parse(with_schedule(schedule, R"(, "kill_grace": "2s", "stop_timeout": "1m")"));
+  EXPECT_EQ(set.stop_timeout_for(defaults), 1min);
+  EXPECT_THAT(one_error(with_schedule(schedule, R"(, "kill_grace": "2s", "stop_timeout": "3s")")),
+              HasSubstr("test.json: /stop_timeout: stop_timeout (3s) must be longer than the "
+                        "longest kill_grace + 1s (3s)"));
+  EXPECT_THAT(one_error(with_schedule(schedule, R"(, "stop_timeout": "soon")")),
+              HasSubstr("/stop_timeout: invalid duration \"soon\""));
+}
+
 TEST(config_lease, per_schedule_override_is_checked_at_its_own_path) {
   auto error = one_error(with_schedule(R"("name": "a", "every": "1s", "command": ["x"],
                                           "lease": {"retry_period": "20s"})"));

@@ -126,6 +126,7 @@ void connection::configure(const sql_options& options) {
       // one writer of several processes share the file.
       std::string value;
       *session_ << "PRAGMA busy_timeout = " + ms, soci::into(value);
+      if (options.read_only) break;  // the file's journal mode is not ours to change
       use_wal(options.statement_timeout);
       exec("PRAGMA synchronous = NORMAL");
       break;
@@ -255,6 +256,13 @@ void connection::create_table() {
 void connection::check_table() {
   std::string name;
   *session_ << sql_.check_table, soci::into(name);
+}
+
+bool connection::table_exists() {
+  std::string found;
+  std::string table = sql_.find_table_t;
+  *session_ << sql_.find_table, soci::use(table, "t"), soci::into(found);
+  return found == "yes";
 }
 
 lease_grant connection::grant() const {

@@ -74,6 +74,8 @@ class connection {
   void create_table();
   /// Throws when the table is missing or unusable.
   void check_table();
+  /// Whether the table exists (one read; creates nothing). Throws.
+  bool table_exists();
 
   /// The conditional UPDATE (inserting a free row first if missing) and the owner record with the
   /// database's clock, in one transaction. `release_first`: `me` released the mutex but the

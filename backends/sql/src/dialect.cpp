@@ -149,6 +149,30 @@ dialect_sql make_dialect_sql(dialect d, const std::string& table) {
       "SELECT name, owner_id, acquired_at, ttl_at, transition_at, fence, state FROM {t} "
       "WHERE 1 = 0",
       sql);
+  // Whether the table exists, without touching it (read-only inspection). The schema part of a
+  // qualified name is a validated identifier, so it is safe in the text.
+  const auto dot = table.find('.');
+  const std::string schema = dot == std::string::npos ? "" : table.substr(0, dot);
+  sql.find_table_t = dot == std::string::npos ? table : table.substr(dot + 1);
+  switch (d) {
+    case dialect::sqlite:
+      sql.find_table = "SELECT CASE WHEN EXISTS (SELECT 1 FROM " +
+                       (schema.empty() ? "" : schema + ".") +
+                       "sqlite_master WHERE type = 'table' AND name = :t COLLATE NOCASE) THEN "
+                       "'yes' ELSE 'no' END";
+      break;
+    case dialect::postgresql:
+      sql.find_table_t = table;  // to_regclass resolves a qualified name and the search_path
+      sql.find_table = "SELECT CASE WHEN to_regclass(:t) IS NULL THEN 'no' ELSE 'yes' END";
+      break;
+    case dialect::mysql:
+      sql.find_table =
+          "SELECT CASE WHEN EXISTS (SELECT 1 FROM information_schema.tables WHERE "
+          "table_schema = " +
+          (schema.empty() ? std::string("DATABASE()") : "'" + schema + "'") +
+          " AND table_name = :t) THEN 'yes' ELSE 'no' END";
+      break;
+  }
   sql.schema = split_sql(with_table(schema_file(d), table));
   return sql;
 }

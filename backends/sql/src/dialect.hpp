@@ -27,6 +27,8 @@ struct dialect_sql {
   std::string notify;        ///< PostgreSQL: :channel :name, wakes LISTENers; else empty
   std::string channel;       ///< PostgreSQL: the NOTIFY channel of the table
   std::string check_table;   ///< fails when the table or one of its columns is missing
+  std::string find_table;    ///< :t -> 'yes' when the table exists, else 'no' (read only)
+  std::string find_table_t;  ///< what :t of find_table binds
   std::vector<std::string> schema;  ///< the statements of schema/<dialect>.sql
 };
 

@@ -278,7 +278,8 @@ std::string soci_connect_string(const sql_options& o) {
   switch (o.kind) {
     case dialect::sqlite: {
       const bool quote = std::any_of(o.connection.begin(), o.connection.end(), is_space);
-      return "db=" + (quote ? "\"" + o.connection + "\"" : o.connection) + " timeout=" + seconds;
+      return "db=" + (quote ? "\"" + o.connection + "\"" : o.connection) + " timeout=" + seconds +
+             (o.read_only ? " readonly=1" : "");
     }
     case dialect::postgresql: {
       const bool uri = is_uri(o.connection);
@@ -349,6 +350,7 @@ sql_options detail::parse_options(const backend_config& config, bool host_checks
       o.statement_timeout = detail::duration_param(value, type, key);
     }  // check_params() refused every other key
   }
+  o.read_only = config.read_only;
   detail::validate(o, host_checks);
   return o;
 }

@@ -1,15 +1,64 @@
 #include "baton/backends/sql/sql_backend.hpp"
 
+#include <filesystem>
+#include <mutex>
+
 #include "baton/mutex/duration.hpp"
 #include "config.hpp"
 #include "dialect.hpp"
 #include "sql_store.hpp"
 
 namespace baton::backends::sql {
+namespace {
+
+// A read-only SQL backend (sql_options::read_only): before its first read it checks that the
+// store exists, and throws store_missing when the SQLite file or the table does not, rather
+// than answering "never held" from a database it would otherwise have had to create.
+class read_only_sql_backend final : public lease_store_backend {
+ public:
+  read_only_sql_backend(runtime& rt, std::shared_ptr<detail::sql_store> store)
+      : lease_store_backend(std::string(to_string(store->options().kind)), rt, store,
+                            detail::lease_defaults(store->options())),
+        sql_(std::move(store)) {}
+
+  mutex_owner read_owner(const std::string& name) override {
+    check_store();
+    return lease_store_backend::read_owner(name);
+  }
+  std::string read_state(const std::string& name) override {
+    check_store();
+    return lease_store_backend::read_state(name);
+  }
+
+ private:
+  void check_store() {
+    std::lock_guard lock(mutex_);
+    if (checked_) return;
+    const auto& o = sql_->options();
+    std::error_code ec;
+    // A plain path is looked at before SQLite opens it (read-only, so it would not create it
+    // anyway, but the message says why); a file: URI is left to SQLite.
+    if (o.kind == dialect::sqlite && o.connection.rfind("file:", 0) != 0 &&
+        !std::filesystem::exists(o.connection, ec) && !ec)
+      throw store_missing("no database at " + o.connection + " (nothing has run yet)");
+    if (!sql_->table_exists())
+      throw store_missing("no table '" + o.table + "' in the " + std::string(to_string(o.kind)) +
+                          " database (nothing has run yet, or create_table is false and schema/" +
+                          std::string(to_string(o.kind)) + ".sql was not loaded)");
+    checked_ = true;
+  }
+
+  std::shared_ptr<detail::sql_store> sql_;
+  std::mutex mutex_;
+  bool checked_ = false;
+};
+
+}  // namespace
 
 std::shared_ptr<mutex_backend> make_backend(const sql_options& options, runtime& rt) {
   detail::validate(options);
   auto store = std::make_shared<detail::sql_store>(options, rt);
+  if (options.read_only) return std::make_shared<read_only_sql_backend>(rt, std::move(store));
   return std::make_shared<lease_store_backend>(std::string(to_string(options.kind)), rt,
                                                std::move(store), detail::lease_defaults(options));
 }

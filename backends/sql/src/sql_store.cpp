@@ -295,6 +295,20 @@ void sql_store::async_write_state(const std::string& name, const std::string& ow
       std::move(handler));
 }
 
+bool sql_store::table_exists() {
+  bool found = false;
+  bool reused = false;
+  const auto ec = run(
+      "find table", options_.table, options_.statement_timeout + watchdog_slack,
+      [&found](connection& c) {
+        found = c.table_exists();
+        return std::error_code{};
+      },
+      reused);
+  if (ec) throw std::system_error(ec, label_ + ": cannot look for table '" + options_.table + "'");
+  return found;
+}
+
 void sql_store::fail(done_handler handler, std::error_code ec) {
   boost::asio::post(runtime_.blocking(), [handler = std::move(handler), ec] { handler(ec); });
 }
@@ -386,7 +400,8 @@ std::unique_ptr<connection> sql_store::checkout(const char* operation, const std
     return nullptr;
   }
   ++open_;
-  bool need_schema = !schema_ready_;
+  // Read-only: no schema setup at all (nothing is created; table_exists() looks for the table).
+  bool need_schema = !schema_ready_ && !options_.read_only;
   lock.unlock();
 
   // Until the schema is known to be in place, one connection at a time sets up (SQLite: switch

@@ -56,6 +56,10 @@ class sql_store final : public lease_store, public std::enable_shared_from_this<
 
   const sql_options& options() const noexcept { return options_; }
 
+  /// Whether the table exists: one read on the calling thread (blocking; not on an io thread),
+  /// creating nothing. Throws std::system_error when the database cannot be asked.
+  bool table_exists();
+
  private:
   using steady = std::chrono::steady_clock;
   using work = std::function<std::error_code(connection&)>;

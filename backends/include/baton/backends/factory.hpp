@@ -30,6 +30,7 @@ contend_options default_lease(const backend_config& config);
 /// Builds the backend `config.type` names (see backend_descriptors() for the types and their
 /// parameters). Throws std::invalid_argument naming the type or parameter when the config is
 /// wrong (an unknown parameter too), and std::runtime_error when the backend cannot be set up.
+/// With `config.read_only` the backend only reads (see backend_config::read_only).
 std::shared_ptr<mutex_backend> make_backend(const backend_config& config, runtime& rt);
 
 }  // namespace baton

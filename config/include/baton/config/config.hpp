@@ -90,6 +90,10 @@ struct daemon_config {
   /// Between SIGTERM and SIGKILL for a command asked to stop; unset: the schedule's stop_grace,
   /// so that a command ignoring SIGTERM is gone before the lease ends.
   std::optional<std::chrono::milliseconds> kill_grace;
+  /// `run`: the most a graceful stop may take, from the first SIGTERM/SIGINT (jobs ended,
+  /// mutexes released, backend closed); then the daemon gives up and exits 1. Unset:
+  /// stop_timeout_for() computes it.
+  std::optional<std::chrono::milliseconds> stop_timeout;
   std::string log_level = "info";  ///< trace, debug, info, warn or error
   /// Jobs get the daemon's whole environment (true), or without the variables in `referenced_env`.
   bool inherit_env = false;
@@ -114,6 +118,9 @@ struct daemon_config {
   /// The kill_grace of `s`: its own, else the top-level one, else stop_grace_for().
   std::chrono::milliseconds kill_grace_for(const schedule_config& s,
                                            const contend_options& backend_defaults) const;
+  /// The stop_timeout: configured, else the longest kill_grace_for() of the schedules + 10 s
+  /// (the stop's job wait, kill_grace + 1 s, then up to 5 s for the releases, with room).
+  std::chrono::milliseconds stop_timeout_for(const contend_options& backend_defaults) const;
 };
 
 /// Looks up an environment variable for `${NAME}`; nullopt when unset.

@@ -2,6 +2,7 @@
 /// A backend instance: makes contend services for named mutexes and answers status queries.
 #include <map>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 
@@ -60,6 +61,17 @@ class lease_store_backend : public mutex_backend {
 struct backend_config {
   std::string type;
   std::map<std::string, std::string> params;
+  /// Inspect only (`baton status`): the backend answers read_owner() and read_state() and
+  /// creates or changes nothing on the server (no database file, table, key or node);
+  /// make_contend_service() throws std::logic_error. Not a config file parameter.
+  bool read_only = false;
+};
+
+/// Thrown by read_owner() and read_state() of a read-only backend whose store does not exist
+/// yet (an SQLite file, an SQL table): nothing has run there. what() names what is missing.
+class store_missing : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
 };
 
 }  // namespace baton

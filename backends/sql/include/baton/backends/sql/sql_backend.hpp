@@ -35,6 +35,10 @@ struct sql_options {
   /// Upper bound for one statement, connect or lock wait; keep it well below the lease's
   /// transition time so a renewal that hangs fails before the lease runs out.
   std::chrono::milliseconds statement_timeout{2000};
+  /// Inspect only (backend_config::read_only): SQLite opens the file read-only and leaves its
+  /// journal mode alone, no table is created, and a missing file or table makes reads throw
+  /// baton::store_missing.
+  bool read_only = false;
 };
 
 /// Reads `config`: type "sqlite" needs `path`, "postgresql"/"mysql" need `connection`; optional
