@@ -414,10 +414,12 @@ secret_row secret_row_for(const std::string& name) {
     return {url("redis://baton_secret:Rd%2FZq6%40x%3Ay@" + redis), "Rd/Zq6@x:y", {"Zq6"}};
   if (name == "redis_wrong_password")
     return {url("redis://baton:Us3r/Pass@" + redis), "Us3r/Pass", {"Us3r"}, false, "WRONGPASS"};
-  if (name == "zookeeper_digest")
+  if (name == "zookeeper_digest")  // its own root: the digest ACL of its folders shuts others out
     return {R"({"type": "zookeeper", "hosts": )" +
                 json_string(require_env("BATON_TEST_ZOOKEEPER")) +
-                R"(, "session_timeout": "2s", "username": "baton", "password": "Zk:Zq5@x"})",
+                R"(, "session_timeout": "2s", "root": )" +
+                json_string("/baton-secrets-" + std::to_string(::getpid())) +
+                R"(, "username": "baton", "password": "Zk:Zq5@x"})",
             "Zk:Zq5@x",
             {"Zq5"}};
   ADD_FAILURE() << "no row " << name;
