@@ -33,7 +33,11 @@ std::shared_ptr<mutex_backend> make_configured_backend(
     const config::daemon_config& config, runtime& rt, int& status,
     const std::function<void(const std::string&)>& report, bool read_only = false);
 
-/// Backend parameters for display, secrets masked (password=..., URL passwords).
+/// Backend parameters for display, every secret masked by the backend's descriptor
+/// (baton::describe).
 std::string describe_backend(const backend_config& backend);
+
+/// `text` (an error from the backend) with every secret of `backend` replaced by ***.
+std::string scrub_secrets(const backend_config& backend, const std::string& text);
 
 }  // namespace baton::daemon

@@ -7,7 +7,6 @@
 #include <cstdlib>
 #include <iostream>
 #include <mutex>
-#include <regex>
 #include <sstream>
 #include <thread>
 
@@ -96,30 +95,24 @@ std::shared_ptr<mutex_backend> make_configured_backend(
     backend.read_only = read_only;
     return make_backend(backend, rt);
   } catch (const std::invalid_argument& e) {
-    std::cerr << config.source << ": /backend: " << e.what() << "\n";
+    std::cerr << config.source << ": /backend: " << scrub_secrets(config.backend, e.what()) << "\n";
     status = exit_usage;
   } catch (const std::exception& e) {
-    report("cannot set up the " + config.backend.type + " backend: " + e.what());
+    report("cannot set up the " + config.backend.type +
+           " backend: " + scrub_secrets(config.backend, e.what()));
     status = exit_failure;
   }
   return nullptr;
 }
 
+std::string scrub_secrets(const backend_config& backend, const std::string& text) {
+  return scrub(text, secrets_of(find_backend(backend.type), backend));
+}
+
 std::string describe_backend(const backend_config& backend) {
-  static const std::regex password_kv(R"((password\s*=\s*)('[^']*'|\S+))", std::regex::icase);
-  static const std::regex url_password(R"((://[^:/@]*:)[^@/]*@)");
-  const backend_descriptor* descriptor = find_backend(backend.type);
-  std::string out = backend.type;
-  for (const auto& [key, value] : backend.params) {
-    // Whole-value secrets by the descriptor; passwords inside connection strings and URLs too.
-    const param_descriptor* param = descriptor ? descriptor->find(key) : nullptr;
-    const bool secret = param ? param->secret : key == "password";
-    std::string shown = secret ? std::string("***") : value;
-    shown = std::regex_replace(shown, password_kv, "$1***");
-    shown = std::regex_replace(shown, url_password, "$1***@");
-    out += " " + key + "=" + shown;
-  }
-  return out;
+  // The backend's descriptor masks: each connection string and URL is parsed by the code the
+  // backend connects with (libpq's parser for PostgreSQL), whole-value secrets become ***.
+  return describe(find_backend(backend.type), backend);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -145,7 +138,8 @@ int validate(const command_line& cl) {
     const auto lease = config->lease_for(s, defaults);
     out << "\n" << s.name << "\n";
     out << "  trigger:    " << config::describe(s.when) << "\n";
-    out << "  command:    " << join(s.command) << "\n";
+    // A backend password passed to a command as well ("${PG_PASSWORD}") is not shown either.
+    out << "  command:    " << scrub_secrets(config->backend, join(s.command)) << "\n";
     if (find_program(s.command.front()).empty())
       out << "  warning:    program '" << s.command.front()
           << "' not found or not executable on this host\n";
@@ -211,7 +205,8 @@ int status(const command_line& cl) {
         nothing_stored = true;
       } catch (const std::exception& e) {
         std::cerr << "baton status: cannot read schedule '" << s.name << "' from the "
-                  << config->backend.type << " backend: " << e.what() << "\n";
+                  << config->backend.type
+                  << " backend: " << scrub_secrets(config->backend, e.what()) << "\n";
         return exit_failure;
       }
       out << "\n" << s.name << ": " << config::describe(s.when) << "\n";

@@ -28,6 +28,13 @@
 #   BATON_TEST_ZOOKEEPER         "127.0.0.1:PORT"
 #   BATON_TEST_ZOOKEEPER_PORT, BATON_TEST_ZOOKEEPER_DATADIR, BATON_TEST_ZOOKEEPER_DIR
 #
+# Users whose passwords hold the characters connection strings must quote or encode (for the
+# no-secret-is-printed tests, tests/integration/daemon_test.cpp, daemon_secrets), each allowed
+# only with its password:
+#   PostgreSQL  baton_secret / Pg'Zq9 \x@:/     (superuser; scram-sha-256 on 127.0.0.1)
+#   MariaDB     baton_secret / My'Zq8 \x@:/     (ALL on baton_test%)
+#   Redis auth  baton_secret / Rd/Zq6@x:y       (ACL user, all commands and keys)
+#
 # scripts/server-ctl.sh ACTION SERVER (ACTION: stop|start|restart|kill|status; SERVER:
 # postgres|mariadb|redis|redis-auth|zookeeper) finds a server through BATON_TEST_<X>_DIR, so it
 # works from any process that inherited these variables (e.g. a test run by ctest).
@@ -279,6 +286,11 @@ _baton_postgres_configure() { # DIR PORT
       return 1
     }
   fi
+  # baton_secret logs in with its password only (first matching line wins; the rest trust).
+  if ! grep -q '^host all baton_secret' "$dir/data/pg_hba.conf"; then
+    { echo "host all baton_secret 127.0.0.1/32 scram-sha-256" && cat "$dir/data/pg_hba.conf"; } \
+      >"$dir/data/pg_hba.conf.new" && mv "$dir/data/pg_hba.conf.new" "$dir/data/pg_hba.conf"
+  fi
   # Last setting wins: appending again on a retry is fine.
   cat >>"$dir/data/postgresql.conf" <<EOF
 # baton test server
@@ -334,8 +346,11 @@ baton_start_postgres() {
   _baton_register postgres "$dir"
   _baton_start_loop postgres "$dir" "$BATON_START_TIMEOUT" || return 1
   "$bin/psql" -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$(_baton_postgres_port "$dir")" \
-    -U postgres -d postgres -c 'CREATE DATABASE baton_test' >>"$dir/setup.log" 2>&1 || {
-    _baton_msg "PostgreSQL: creating database baton_test failed"
+    -U postgres -d postgres >>"$dir/setup.log" 2>&1 <<'EOF' || {
+CREATE DATABASE baton_test;
+CREATE ROLE baton_secret LOGIN SUPERUSER PASSWORD 'Pg''Zq9 \x@:/';
+EOF
+    _baton_msg "PostgreSQL: creating database baton_test / role baton_secret failed"
     _baton_tail "$dir/setup.log" "$dir/postgres.log"
     return 1
   }
@@ -428,9 +443,11 @@ CREATE USER IF NOT EXISTS 'baton'@'127.0.0.1' IDENTIFIED BY 'baton';
 CREATE USER IF NOT EXISTS 'baton'@'localhost' IDENTIFIED BY 'baton';
 GRANT ALL PRIVILEGES ON `baton_test%`.* TO 'baton'@'127.0.0.1';
 GRANT ALL PRIVILEGES ON `baton_test%`.* TO 'baton'@'localhost';
+CREATE USER IF NOT EXISTS 'baton_secret'@'127.0.0.1' IDENTIFIED BY 'My\'Zq8 \\x@:/';
+GRANT ALL PRIVILEGES ON `baton_test%`.* TO 'baton_secret'@'127.0.0.1';
 FLUSH PRIVILEGES;
 EOF
-    _baton_msg "MariaDB: creating database baton_test / user baton failed"
+    _baton_msg "MariaDB: creating database baton_test / users baton, baton_secret failed"
     _baton_tail "$dir/setup.log" "$dir/mariadb.log"
     return 1
   }
@@ -516,7 +533,8 @@ baton_start_redis() {
   _baton_msg "Redis ready on 127.0.0.1:$BATON_TEST_REDIS_PORT in $(_baton_elapsed "$start")s"
 }
 
-# A second Redis with `requirepass secret` (default user) and ACL user baton / secret2.
+# A second Redis with `requirepass secret` (default user), ACL users baton / secret2 and
+# baton_secret / Rd/Zq6@x:y.
 baton_start_redis_auth() {
   local dir start
   start=$(_baton_now)
@@ -524,6 +542,7 @@ baton_start_redis_auth() {
   cat >"$dir/auth.conf" <<'EOF'
 requirepass secret
 user baton on >secret2 ~* &* +@all
+user baton_secret on >Rd/Zq6@x:y ~* &* +@all
 EOF
   _baton_register redis "$dir"
   _baton_start_loop redis "$dir" "$BATON_START_TIMEOUT" || return 1

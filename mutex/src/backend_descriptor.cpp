@@ -1,6 +1,7 @@
 #include "baton/mutex/backend_descriptor.hpp"
 
 #include <algorithm>
+#include <cctype>
 
 namespace baton {
 namespace {
@@ -22,6 +23,8 @@ std::size_t distance(std::string_view a, std::string_view b) {
 }
 
 std::string quoted(std::string_view s) { return "\"" + std::string(s) + "\""; }
+
+bool word_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_'; }
 
 }  // namespace
 
@@ -84,6 +87,54 @@ void check_params(const backend_descriptor& d, const backend_config& config) {
     if (p.required && config.params.count(p.name) == 0)
       throw backend_param_error(
           p.name, d.type + " backend: parameter '" + p.name + "' is missing (required): " + p.doc);
+}
+
+masked_value mask_param(const backend_descriptor* d, const std::string& name,
+                        const std::string& value) {
+  const param_descriptor* p = d != nullptr ? d->find(name) : nullptr;
+  if (p == nullptr || p->secret) return {"***", {value}};
+  if (p->mask) return p->mask(value);
+  return {value, {}};
+}
+
+std::string describe(const backend_descriptor* d, const backend_config& config) {
+  std::string out = config.type;
+  for (const auto& [name, value] : config.params)
+    out += " " + name + "=" + mask_param(d, name, value).text;
+  return out;
+}
+
+std::vector<std::string> secrets_of(const backend_descriptor* d, const backend_config& config) {
+  std::vector<std::string> out;
+  for (const auto& [name, value] : config.params)
+    for (auto& s : mask_param(d, name, value).secrets)
+      if (!s.empty() && std::find(out.begin(), out.end(), s) == out.end())
+        out.push_back(std::move(s));
+  // Longest first: a secret that contains another is replaced whole.
+  std::sort(out.begin(), out.end(),
+            [](const std::string& a, const std::string& b) { return a.size() > b.size(); });
+  return out;
+}
+
+std::string scrub(std::string text, const std::vector<std::string>& secrets) {
+  static const std::string mask = "***";
+  for (const auto& secret : secrets) {
+    if (secret.empty()) continue;
+    for (std::size_t at = text.find(secret); at != std::string::npos; at = text.find(secret, at)) {
+      const std::size_t end = at + secret.size();
+      // Inside a longer word only where the secret's own edge is a word character.
+      const bool joined_before = at > 0 && word_char(secret.front()) && word_char(text[at - 1]);
+      const bool joined_after =
+          end < text.size() && word_char(secret.back()) && word_char(text[end]);
+      if (joined_before || joined_after) {
+        ++at;
+        continue;
+      }
+      text.replace(at, secret.size(), mask);
+      at += mask.size();
+    }
+  }
+  return text;
 }
 
 }  // namespace baton

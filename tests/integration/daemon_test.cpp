@@ -439,6 +439,144 @@ TEST(daemon_status, creates_and_changes_nothing_on_a_store_where_nothing_ran_yet
 }
 
 // ---------------------------------------------------------------------------------------------
+// secrets: no password in validate, status or run's log (startup, connect errors, retries),
+// against the test servers and their users with awkward passwords (scripts/servers.sh)
+
+// One config of the table. The rows are built in the test, from the servers' ports.
+struct secret_row {
+  std::string backend;               // the backend JSON object
+  std::string password;              // as configured, decoded; also a command argument
+  std::vector<std::string> secrets;  // none of these may appear in any output
+  bool connects = true;              // the credentials are right: run fires the job
+  std::string failure{};             // else: what run's log says on every failed attempt
+};
+
+secret_row secret_row_for(const std::string& name) {
+  using baton::test::require_env;
+  const std::string pg = "127.0.0.1 port=" + require_env("BATON_TEST_POSTGRES_PORT");
+  const std::string pg_uri = "127.0.0.1:" + require_env("BATON_TEST_POSTGRES_PORT");
+  const std::string my = "127.0.0.1 port=" + require_env("BATON_TEST_MYSQL_PORT");
+  const std::string redis = "127.0.0.1:" + require_env("BATON_TEST_REDIS_AUTH_PORT");
+  auto sql = [](const std::string& type, const std::string& connection) {
+    return R"({"type": ")" + type + R"(", "connection": )" + json_string(connection) + "}";
+  };
+  auto url = [](const std::string& u) {
+    return R"({"type": "redis", "url": )" + json_string(u) + "}";
+  };
+  // The servers' baton_secret users: Pg'Zq9 \x@:/, My'Zq8 \x@:/, Rd/Zq6@x:y.
+  if (name == "pg_keyword_string")
+    return {sql("postgresql",
+                "host=" + pg + R"( dbname=baton_test user=baton_secret password='Pg\'Zq9 \\x@:/')"),
+            R"(Pg'Zq9 \x@:/)",
+            {"Zq9"}};
+  if (name == "pg_uri")
+    return {sql("postgresql",
+                "postgresql://baton_secret:Pg%27Zq9%20%5Cx%40%3A%2F@" + pg_uri + "/baton_test"),
+            R"(Pg'Zq9 \x@:/)",
+            {"Zq9"}};
+  if (name == "pg_wrong_password")
+    return {
+        sql("postgresql",
+            "host=" + pg + R"( dbname=baton_test user=baton_secret password='Wrong\'Secret77')"),
+        "Wrong'Secret77",
+        {"Secret77"},
+        false,
+        "password authentication failed"};
+  if (name == "pg_unreachable")
+    return {sql("postgresql", "postgresql://baton_secret:Unreach6Zq@127.0.0.1:" +
+                                  std::to_string(baton::test::unused_loopback_port()) + "/x"),
+            "Unreach6Zq",
+            {"Unreach6Zq"},
+            false,
+            "Connection refused"};
+  if (name == "mysql_pass")
+    return {sql("mysql", R"(db=baton_test user=baton_secret pass='My\'Zq8 \\x@:/' host=)" + my),
+            R"(My'Zq8 \x@:/)",
+            {"Zq8"}};
+  if (name == "mysql_wrong_password")
+    return {sql("mysql", "db=baton_test user=baton_secret pass=Wr0ngZq7 host=" + my),
+            "Wr0ngZq7",
+            {"Wr0ngZq7"},
+            false,
+            "Access denied"};
+  if (name == "redis_raw_slash_at_colon")
+    return {url("redis://baton_secret:Rd/Zq6@x:y@" + redis), "Rd/Zq6@x:y", {"Zq6"}};
+  if (name == "redis_percent_encoded")
+    return {url("redis://baton_secret:Rd%2FZq6%40x%3Ay@" + redis), "Rd/Zq6@x:y", {"Zq6"}};
+  if (name == "redis_wrong_password")
+    return {url("redis://baton:Us3r/Pass@" + redis), "Us3r/Pass", {"Us3r"}, false, "WRONGPASS"};
+  if (name == "zookeeper_digest")  // its own root: the digest ACL of its folders shuts others out
+    return {R"({"type": "zookeeper", "hosts": )" +
+                json_string(require_env("BATON_TEST_ZOOKEEPER")) +
+                R"(, "session_timeout": "2s", "root": )" +
+                json_string("/baton-secrets-" + std::to_string(::getpid())) +
+                R"(, "username": "baton", "password": "Zk:Zq5@x"})",
+            "Zk:Zq5@x",
+            {"Zq5"}};
+  ADD_FAILURE() << "no row " << name;
+  return {};
+}
+
+class daemon_secrets : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(daemon_secrets, appear_in_no_output_of_validate_status_and_run) {
+  const auto row = secret_row_for(GetParam());
+  const fs::path dir = baton::test::temp_dir("daemon-secrets");
+  const std::string schedule = "secrets-" + GetParam() + "-" + std::to_string(::getpid());
+  write_file(dir / "baton.json", R"({"backend": )" + row.backend + R"(,
+      "schedules": [{"name": )" + json_string(schedule) +
+                                     R"(, "every": "1s",
+                     "command": ["/bin/sh", "-c", "echo ran >> ran.log", )" +
+                                     json_string(row.password) + R"(],
+                     "working_directory": )" +
+                                     json_string(dir.string()) + "}]}");
+  const std::string config = (dir / "baton.json").string();
+  // Every output baton makes of this config; --json (a later issue) adds its own here.
+  std::vector<std::pair<std::string, std::string>> outputs;
+
+  auto v = run_baton({"validate", "--config", config});
+  EXPECT_EQ(v.status, 0) << v.err;
+  EXPECT_THAT(v.out, HasSubstr("***"));
+  outputs.emplace_back("validate", v.out + v.err);
+
+  {
+    process node({daemon_path(), "run", "--config", config, "--log-level", "debug"}, dir / "out",
+                 dir / "err");
+    auto attempts = [&] {
+      const std::string log = read_file(dir / "err");
+      std::size_t n = 0;
+      for (auto p = log.find(row.failure); p != std::string::npos; p = log.find(row.failure, p + 1))
+        ++n;
+      return n;
+    };
+    if (row.connects)
+      EXPECT_TRUE(baton::test::wait_until([&] { return fs::exists(dir / "ran.log"); }, 30s))
+          << read_file(dir / "err");
+    else  // a failed connect and its retry
+      EXPECT_TRUE(baton::test::wait_until([&] { return attempts() >= 2; }, 30s))
+          << read_file(dir / "err");
+    node.signal(SIGTERM);
+    EXPECT_EQ(node.wait_exit(30s), std::optional<int>(0));
+  }
+  outputs.emplace_back("run", read_file(dir / "out") + read_file(dir / "err"));
+
+  auto s = run_baton({"status", "--config", config}, 60s);
+  EXPECT_EQ(s.status, row.connects ? 0 : 1) << s.err;
+  outputs.emplace_back("status", s.out + s.err);
+
+  for (const auto& [command, text] : outputs)
+    for (const auto& secret : row.secrets)
+      EXPECT_THAT(text, Not(HasSubstr(secret))) << command << " printed the secret:\n" << text;
+}
+
+INSTANTIATE_TEST_SUITE_P(connection_strings, daemon_secrets,
+                         ::testing::Values("pg_keyword_string", "pg_uri", "pg_wrong_password",
+                                           "pg_unreachable", "mysql_pass", "mysql_wrong_password",
+                                           "redis_raw_slash_at_colon", "redis_percent_encoded",
+                                           "redis_wrong_password", "zookeeper_digest"),
+                         [](const auto& info) { return info.param; });
+
+// ---------------------------------------------------------------------------------------------
 // signals
 
 // A `baton run` node in `dir` (log: dir/err) whose one schedule runs a job that ignores SIGTERM

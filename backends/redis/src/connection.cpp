@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "asio_adapter.hpp"
+#include "baton/mutex/backend_descriptor.hpp"
 #include "baton/mutex/detail/log.hpp"
 #include "baton/mutex/errc.hpp"
 #include "baton/mutex/stats.hpp"
@@ -345,7 +346,9 @@ void connection::drop(std::error_code ec, const std::string& why) {
   lost(ec, why);
 }
 
-void connection::lost(std::error_code ec, const std::string& why) {
+void connection::lost(std::error_code ec, const std::string& native_why) {
+  // hiredis and server messages do not echo the password; scrubbed all the same.
+  const std::string why = scrub(native_why, options_.server.secrets);
   adapter_.reset();
   ctx_ = nullptr;
   connect_timer_.cancel();

@@ -27,7 +27,9 @@ const backend_descriptor& descriptor() {
     d.doc = "Redis: Lua scripts keep the owner records, pub/sub wakes the longest waiter";
     d.params = {
         {"url", param_kind::text, true, "", false,
-         "redis://[[user]:password@]host[:port][/db] (port 6379, db 0; the password is masked)"},
+         "redis://[[user]:password@]host[:port][/db] (port 6379, db 0; the user info runs to the "
+         "last '@', %XX decoded); shown with the password as ***",
+         detail::mask_url},
         {"key_prefix", param_kind::text, false, defaults.key_prefix, false,
          "prefix of every key and channel (no '{' or '}')"},
         {"poll_interval", param_kind::duration, false, format_duration(defaults.poll_interval),

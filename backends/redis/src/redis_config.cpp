@@ -4,6 +4,7 @@
 #include "baton/mutex/duration.hpp"
 
 #include <charconv>
+#include <optional>
 #include <stdexcept>
 
 namespace baton::backends::redis::detail {
@@ -11,14 +12,34 @@ namespace {
 
 constexpr std::string_view scheme = "redis://";
 
-// The URL with the password (between the first ':' after the scheme and the last '@') masked.
-std::string mask_password(const std::string& url) {
-  if (url.compare(0, scheme.size(), scheme) != 0) return url;
-  auto at = url.rfind('@');
-  if (at == std::string::npos) return url;
-  auto colon = url.find(':', scheme.size());
-  if (colon == std::string::npos || colon > at) return url;
-  return url.substr(0, colon + 1) + "***" + url.substr(at);
+// A URL cut where parse_url() and mask() both cut it: "scheme://" (any scheme, or none), the
+// user info up to the last '@' (so user and password may hold any character, '@' and '/'
+// too), and the rest: host, port, path and whatever follows.
+struct url_parts {
+  std::string_view scheme;                   // "redis://", "rediss://", ""
+  std::optional<std::string_view> user;      // before the first ':' of the user info
+  std::optional<std::string_view> password;  // after it; the whole user info when it has no ':'
+  std::string_view rest;
+};
+
+url_parts split_url(std::string_view url) {
+  url_parts parts;
+  if (auto sep = url.find("://"); sep != std::string_view::npos) {
+    parts.scheme = url.substr(0, sep + 3);
+    url.remove_prefix(sep + 3);
+  }
+  parts.rest = url;
+  if (auto at = url.rfind('@'); at != std::string_view::npos) {
+    const auto userinfo = url.substr(0, at);
+    parts.rest = url.substr(at + 1);
+    if (auto colon = userinfo.find(':'); colon != std::string_view::npos) {
+      parts.user = userinfo.substr(0, colon);
+      parts.password = userinfo.substr(colon + 1);
+    } else {
+      parts.password = userinfo;  // "redis://secret@host": shown as *** all the same
+    }
+  }
+  return parts;
 }
 
 int hex_value(char c) {
@@ -52,33 +73,50 @@ bool parse_int(std::string_view text, long long& value) {
 
 }  // namespace
 
+masked_value mask_url(const std::string& url) {
+  const auto parts = split_url(url);
+  masked_value out;
+  out.text = std::string(parts.scheme);
+  if (parts.password) {
+    if (parts.user) out.text += std::string(*parts.user) + ":";
+    out.text += "***@";
+    std::string decoded;
+    if (percent_decode(*parts.password, decoded) && !decoded.empty())
+      out.secrets.push_back(decoded);
+    if (decoded != *parts.password && !parts.password->empty())
+      out.secrets.emplace_back(*parts.password);
+  }
+  // A query or fragment is not part of a URL baton reads; it may carry a password elsewhere.
+  const auto query = parts.rest.find_first_of("?#");
+  out.text += std::string(parts.rest.substr(0, query));
+  if (query != std::string_view::npos) out.text += std::string(1, parts.rest[query]) + "***";
+  return out;
+}
+
 endpoint parse_url(const std::string& url) {
   endpoint ep;
-  ep.display = mask_password(url);
+  auto masked = mask_url(url);
+  ep.display = std::move(masked.text);
+  ep.secrets = std::move(masked.secrets);
   auto fail = [&](const std::string& what) {
     throw std::invalid_argument("redis backend: url '" + ep.display + "': " + what);
   };
   if (url.empty()) fail("is empty (expected redis://[[user]:password@]host[:port][/db])");
-  if (url.compare(0, scheme.size(), scheme) != 0)
+  const auto parts = split_url(url);
+  if (parts.scheme != scheme)
     fail(
         "must start with redis:// (expected redis://[[user]:password@]host[:port][/db]; TLS "
         "(rediss://) and unix sockets are not supported)");
-  std::string_view rest(url);
-  rest.remove_prefix(scheme.size());
+  std::string_view rest = parts.rest;
 
   // [[user]:password@]
-  if (auto at = rest.rfind('@'); at != std::string_view::npos) {
-    auto userinfo = rest.substr(0, at);
-    rest.remove_prefix(at + 1);
-    auto colon = userinfo.find(':');
-    if (colon == std::string_view::npos)
+  if (parts.password) {
+    if (!parts.user)
       fail(
           "credentials need a ':' before the password (redis://:password@host or "
           "redis://user:password@host)");
-    if (!percent_decode(userinfo.substr(0, colon), ep.user))
-      fail("bad percent-encoding in the user name");
-    if (!percent_decode(userinfo.substr(colon + 1), ep.password))
-      fail("bad percent-encoding in the password");
+    if (!percent_decode(*parts.user, ep.user)) fail("bad percent-encoding in the user name");
+    if (!percent_decode(*parts.password, ep.password)) fail("bad percent-encoding in the password");
     if (ep.password.empty()) fail("the password is empty");
   }
 

@@ -2,8 +2,10 @@
 // The Redis backend's configuration: the URL and the optional parameters, checked up front.
 #include <chrono>
 #include <string>
+#include <vector>
 
 #include "baton/mutex/backend.hpp"
+#include "baton/mutex/backend_descriptor.hpp"
 
 namespace baton::backends::redis::detail {
 
@@ -14,7 +16,9 @@ struct endpoint {
   std::string user;      ///< ACL user; empty: AUTH with the password only (the default user)
   std::string password;  ///< empty: no AUTH
   int db = 0;
-  std::string display;  ///< the URL with the password masked, for logs and errors
+  std::string display;  ///< the URL with the password masked (mask_url), for logs and errors
+  std::vector<std::string> secrets;  ///< the password, decoded and as written: scrubbed from
+                                     ///< server and hiredis messages
 };
 
 /// Every setting of one backend instance.
@@ -30,6 +34,11 @@ struct settings {
 /// Parses a redis:// URL; throws std::invalid_argument naming the URL (password masked) and
 /// what is wrong.
 endpoint parse_url(const std::string& url);
+
+/// `url` for output, cut the way parse_url() cuts it (the user info runs to the last '@'), with
+/// the password as *** (the whole user info when it has no ':'), any query or fragment as ***,
+/// and the password decoded and as written; works on any text, a URL parse_url() refuses too.
+masked_value mask_url(const std::string& url);
 
 /// All settings of `config` (type "redis"); throws backend_param_error naming the parameter.
 settings parse_settings(const backend_config& config);

@@ -7,6 +7,7 @@
 
 #include <typeinfo>
 
+#include "baton/mutex/backend_descriptor.hpp"
 #include "baton/mutex/errc.hpp"
 
 namespace baton::backends::sql::detail {
@@ -74,7 +75,8 @@ errc from_sqlite(int result) {
 
 }  // namespace
 
-sql_failure translate_error(dialect d, const std::exception_ptr& error, bool watchdog_fired) {
+sql_failure translate_error(dialect d, const std::exception_ptr& error, bool watchdog_fired,
+                            const std::vector<std::string>& secrets) {
   sql_failure f;
   errc code = errc::backend_error;
   try {
@@ -115,6 +117,7 @@ sql_failure translate_error(dialect d, const std::exception_ptr& error, bool wat
     code = errc::timeout;
     f.message = "no reply within statement_timeout (connection closed): " + f.message;
   }
+  f.message = scrub(std::move(f.message), secrets);
   // Messages from SOCI and the drivers often end in a newline.
   while (!f.message.empty() && (f.message.back() == '\n' || f.message.back() == ' '))
     f.message.pop_back();

@@ -4,6 +4,7 @@
 #include <stdexcept>
 #include <string>
 #include <system_error>
+#include <vector>
 
 #include "baton/backends/sql/sql_backend.hpp"
 
@@ -22,7 +23,9 @@ struct sql_failure {
 
 /// Translates the exception in `error` (soci_error and its dialect subclasses, std::bad_cast,
 /// anything else) thrown while talking to a `d` database. `watchdog_fired`: the request outlived
-/// statement_timeout and its socket was shut down, so it counts as errc::timeout.
-sql_failure translate_error(dialect d, const std::exception_ptr& error, bool watchdog_fired);
+/// statement_timeout and its socket was shut down, so it counts as errc::timeout. The message
+/// has each of `secrets` (the connection string's passwords) scrubbed, should a driver echo one.
+sql_failure translate_error(dialect d, const std::exception_ptr& error, bool watchdog_fired,
+                            const std::vector<std::string>& secrets);
 
 }  // namespace baton::backends::sql::detail

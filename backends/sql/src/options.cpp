@@ -10,6 +10,7 @@
 #include "baton/mutex/duration.hpp"
 
 #include "config.hpp"
+#include "conninfo.hpp"
 
 namespace baton::backends::sql {
 
@@ -39,47 +40,10 @@ bool is_uri(std::string_view s) {
   return s.rfind("postgresql://", 0) == 0 || s.rfind("postgres://", 0) == 0;
 }
 
-// Keys of a `key=value key='quoted value'` string (libpq and SOCI mysql syntax).
-std::set<std::string> keyword_keys(std::string_view type, std::string_view s) {
+// The keys the user set in a connection string (parse_connection() has accepted it).
+std::set<std::string> keys_of(dialect d, std::string_view s) {
   std::set<std::string> keys;
-  std::size_t i = 0;
-  auto skip = [&] {
-    while (i < s.size() && is_space(s[i])) ++i;
-  };
-  for (skip(); i < s.size(); skip()) {
-    std::size_t start = i;
-    while (i < s.size() && (std::isalnum(static_cast<unsigned char>(s[i])) || s[i] == '_')) ++i;
-    std::string key(s.substr(start, i - start));
-    skip();
-    if (key.empty() || i >= s.size() || s[i] != '=')
-      bad_param(type, "connection", "expected key=value at offset " + std::to_string(start));
-    ++i;
-    skip();
-    if (i < s.size() && s[i] == '\'') {
-      for (++i; i < s.size() && s[i] != '\''; ++i)
-        if (s[i] == '\\') ++i;
-      if (i >= s.size()) bad_param(type, "connection", "unterminated quote in '" + key + "'");
-      ++i;
-    } else {
-      while (i < s.size() && !is_space(s[i])) ++i;
-    }
-    keys.insert(key);
-  }
-  return keys;
-}
-
-std::set<std::string> uri_keys(std::string_view s) {
-  std::set<std::string> keys;
-  auto q = s.find('?');
-  if (q == std::string_view::npos) return keys;
-  std::string_view query = s.substr(q + 1);
-  while (!query.empty()) {
-    auto amp = query.find('&');
-    auto part = query.substr(0, amp);
-    keys.insert(std::string(part.substr(0, part.find('='))));
-    if (amp == std::string_view::npos) break;
-    query.remove_prefix(amp + 1);
-  }
+  for (const auto& o : parse_connection(d, s)) keys.insert(o.key);
   return keys;
 }
 
@@ -263,11 +227,10 @@ void validate(const sql_options& o, bool host_checks) {
     std::error_code ec;
     if (host_checks && !uri && !dir.empty() && !std::filesystem::is_directory(dir, ec))
       bad_param(type, "path", "directory '" + dir.string() + "' does not exist");
-  } else if (o.kind == dialect::postgresql) {
-    if (!is_uri(o.connection)) keyword_keys(type, o.connection);
   } else {
-    auto keys = keyword_keys(type, o.connection);
-    if (keys.count("reconnect") != 0)
+    // The driver's own parse (libpq's for PostgreSQL): what it refuses is refused here.
+    const auto keys = keys_of(o.kind, o.connection);
+    if (o.kind == dialect::mysql && keys.count("reconnect") != 0)
       bad_param(type, "connection",
                 "'reconnect' is not allowed: a silent reconnect would hide a lost lease");
   }
@@ -283,9 +246,7 @@ std::string soci_connect_string(const sql_options& o) {
     }
     case dialect::postgresql: {
       const bool uri = is_uri(o.connection);
-      connect_string_builder b(
-          o.connection, uri ? uri_keys(o.connection) : keyword_keys("postgresql", o.connection),
-          uri);
+      connect_string_builder b(o.connection, keys_of(o.kind, o.connection), uri);
       b.add("connect_timeout", std::to_string(ceil_seconds(o.statement_timeout, 2)));
       b.add("keepalives", "1");
       b.add("keepalives_idle", seconds);
@@ -296,7 +257,7 @@ std::string soci_connect_string(const sql_options& o) {
       return b.str();
     }
     case dialect::mysql: {
-      connect_string_builder b(o.connection, keyword_keys("mysql", o.connection), false);
+      connect_string_builder b(o.connection, keys_of(o.kind, o.connection), false);
       b.add("connect_timeout", seconds);
       b.add("read_timeout", seconds);
       b.add("write_timeout", seconds);

@@ -5,6 +5,7 @@
 #include <boost/asio/post.hpp>
 #include <vector>
 
+#include "baton/mutex/backend_descriptor.hpp"
 #include "baton/mutex/detail/log.hpp"
 
 namespace baton::backends::sql::detail {
@@ -25,10 +26,12 @@ void quiet_notices(PGconn* conn) noexcept {
   if (conn != nullptr) PQsetNoticeProcessor(conn, &log_notice, nullptr);
 }
 
-pg_listener::pg_listener(runtime& rt, std::string connect_string, std::string channel)
+pg_listener::pg_listener(runtime& rt, std::string connect_string, std::string channel,
+                         std::vector<std::string> secrets)
     : runtime_(rt),
       connect_string_(std::move(connect_string)),
       channel_(std::move(channel)),
+      secrets_(std::move(secrets)),
       strand_(boost::asio::make_strand(rt.io())),
       descriptor_(strand_),
       retry_timer_(strand_) {}
@@ -81,6 +84,7 @@ void pg_listener::connect() {
     if (!error.empty()) {
       PQfinish(conn);
       conn = nullptr;
+      error = scrub(std::move(error), self->secrets_);
     }
     boost::asio::post(self->strand_, [self, conn, error] { self->on_connected(conn, error); });
   });
@@ -125,7 +129,7 @@ void pg_listener::on_readable(const boost::system::error_code& ec) {
   if (stopped_ || conn_ == nullptr || ec == boost::asio::error::operation_aborted) return;
   if (ec || PQconsumeInput(conn_) == 0) {
     baton::detail::log().warn("postgresql: LISTEN connection lost (waiters poll meanwhile): {}",
-                              ec ? ec.message() : std::string(PQerrorMessage(conn_)));
+                              ec ? ec.message() : scrub(PQerrorMessage(conn_), secrets_));
     close();
     retry_later();
     return;

@@ -14,6 +14,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "baton/mutex/runtime.hpp"
 
@@ -25,7 +26,9 @@ void quiet_notices(PGconn* conn) noexcept;
 
 class pg_listener : public std::enable_shared_from_this<pg_listener> {
  public:
-  pg_listener(runtime& rt, std::string connect_string, std::string channel);
+  /// `secrets`: scrubbed from libpq's messages before they are logged.
+  pg_listener(runtime& rt, std::string connect_string, std::string channel,
+              std::vector<std::string> secrets);
   pg_listener(const pg_listener&) = delete;
   pg_listener& operator=(const pg_listener&) = delete;
   ~pg_listener() noexcept;
@@ -51,6 +54,7 @@ class pg_listener : public std::enable_shared_from_this<pg_listener> {
   runtime& runtime_;
   std::string connect_string_;
   std::string channel_;
+  std::vector<std::string> secrets_;
   executor strand_;
   boost::asio::posix::stream_descriptor descriptor_;
   boost::asio::steady_timer retry_timer_;

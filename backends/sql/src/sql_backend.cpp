@@ -5,6 +5,7 @@
 
 #include "baton/mutex/duration.hpp"
 #include "config.hpp"
+#include "conninfo.hpp"
 #include "dialect.hpp"
 #include "sql_store.hpp"
 
@@ -69,6 +70,11 @@ std::shared_ptr<mutex_backend> make_backend(const backend_config& config, runtim
 
 namespace {
 
+// The connection string for output, parsed as the driver parses it (conninfo.hpp).
+std::function<masked_value(const std::string&)> mask_for(dialect d) {
+  return [d](const std::string& value) { return detail::mask_connection(d, value); };
+}
+
 backend_descriptor make_descriptor(dialect d) {
   const sql_options defaults;
   backend_descriptor out;
@@ -85,13 +91,16 @@ backend_descriptor make_descriptor(dialect d) {
       out.doc = "PostgreSQL: a row per mutex, timed by now(); LISTEN/NOTIFY wakes waiters";
       out.params.push_back({"connection", param_kind::text, true, "", false,
                             "libpq string or URI (\"dbname=.. host=.. user=.. "
-                            "password=${PG_PASSWORD}\"; the password is masked)"});
+                            "password=${PG_PASSWORD}\"), read by libpq's own parser; shown with "
+                            "the password as ***",
+                            mask_for(d)});
       break;
     case dialect::mysql:
       out.doc = "MySQL/MariaDB: a row per mutex, timed by the server's clock";
       out.params.push_back({"connection", param_kind::text, true, "", false,
-                            "\"db=.. host=.. port=.. user=.. password=..\" (no reconnect=; the "
-                            "password is masked)"});
+                            "SOCI string \"db=.. host=.. port=.. user=.. password=..\" ('quoted' "
+                            "values, \\ escapes; no reconnect=); shown with pass/password as ***",
+                            mask_for(d)});
       break;
   }
   out.params.insert(

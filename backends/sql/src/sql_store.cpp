@@ -8,6 +8,7 @@
 #include "baton/mutex/stats.hpp"
 #include "config.hpp"
 #include "connection.hpp"
+#include "conninfo.hpp"
 #include "errors.hpp"
 #include "pg_listener.hpp"
 
@@ -77,9 +78,12 @@ sql_store::sql_store(sql_options options, runtime& rt)
       runtime_(rt),
       sql_(make_dialect_sql(options_.kind, options_.table)),
       connect_string_(soci_connect_string(options_)),
-      label_(to_string(options_.kind)) {
+      label_(to_string(options_.kind)),
+      secrets_(options_.kind == dialect::sqlite
+                   ? std::vector<std::string>{}
+                   : mask_connection(options_.kind, options_.connection).secrets) {
   if (options_.kind == dialect::postgresql)
-    listener_ = std::make_shared<pg_listener>(rt, connect_string_, sql_.channel);
+    listener_ = std::make_shared<pg_listener>(rt, connect_string_, sql_.channel, secrets_);
 }
 
 sql_store::~sql_store() {
@@ -363,7 +367,7 @@ std::error_code sql_store::run(const char* operation, const std::string& name, m
                                 operation, name, took.count(), options_.statement_timeout.count());
     return ec;
   }
-  const auto failure = translate_error(options_.kind, error, conn->guard()->fired());
+  const auto failure = translate_error(options_.kind, error, conn->guard()->fired(), secrets_);
   baton::detail::log().warn("{}: {} '{}' failed ({}): {}", label_, operation, name,
                             failure.code.message(), failure.message);
   // Any error may mean a lost session: never reuse this connection. A lost connection or a
@@ -455,7 +459,7 @@ std::unique_ptr<connection> sql_store::checkout(const char* operation, const std
   lock.unlock();
   c.reset();
 
-  const auto failure = translate_error(options_.kind, error, fired);
+  const auto failure = translate_error(options_.kind, error, fired, secrets_);
   ec = failure.code;
   if (std::string_view(stage) == "check table" && !options_.create_table)
     baton::detail::log().error(

@@ -93,6 +93,7 @@ class sql_store final : public lease_store, public std::enable_shared_from_this<
   dialect_sql sql_;
   std::string connect_string_;
   std::string label_;                      // "postgresql" etc., for messages
+  std::vector<std::string> secrets_;       // the connection's passwords, scrubbed from messages
   std::shared_ptr<pg_listener> listener_;  // PostgreSQL only
 
   struct watcher {

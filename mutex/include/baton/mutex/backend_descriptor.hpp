@@ -27,6 +27,12 @@ enum class param_kind {
 /// "text", "duration", "boolean" or "count".
 std::string_view to_string(param_kind kind) noexcept;
 
+/// A parameter value made fit for output (see param_descriptor::mask).
+struct masked_value {
+  std::string text;                  ///< the value with every secret in it replaced by ***
+  std::vector<std::string> secrets;  ///< the secrets it holds, decoded and as written
+};
+
 /// One parameter of a backend type.
 struct param_descriptor {
   std::string name;
@@ -35,6 +41,10 @@ struct param_descriptor {
   std::string default_value;  ///< as written in a config ("500ms"); empty: none
   bool secret = false;        ///< the whole value is a secret: shown as *** in output
   std::string doc;            ///< one line for `baton --help` and the README
+  /// For a value with secrets inside (a connection string, a URL): parses it with the code the
+  /// backend connects with and masks the secret parts; a value it cannot parse is masked whole.
+  /// Unset: the value is shown as it is (*** when `secret`).
+  std::function<masked_value(const std::string& value)> mask = nullptr;
 };
 
 /// One backend type.
@@ -79,6 +89,25 @@ std::string_view nearest_name(std::string_view key,
 /// and the list of known ones.
 std::vector<setting_problem> check_param_names(const backend_descriptor& d,
                                                const std::vector<std::string>& names);
+
+/// The value of parameter `name` of a backend of type `d` (nullptr: unknown type), fit for
+/// output: *** for a secret parameter and for one `d` does not know, the parameter's mask for a
+/// value with secrets inside, else the value.
+masked_value mask_param(const backend_descriptor* d, const std::string& name,
+                        const std::string& value);
+
+/// "<type> <name>=<value> ..." with every secret masked (mask_param): the one description of a
+/// backend config that validate, status and run's log print.
+std::string describe(const backend_descriptor* d, const backend_config& config);
+
+/// Every secret `config` holds (mask_param), for scrub().
+std::vector<std::string> secrets_of(const backend_descriptor* d, const backend_config& config);
+
+/// `text` with each of `secrets` replaced by ***: for native error messages (libpq, MariaDB,
+/// hiredis) that might echo what they were given. An occurrence is replaced where it stands on
+/// its own: not inside a longer run of letters, digits and '_' ("baton" in "baton_mutex" is not a
+/// password echoed).
+std::string scrub(std::string text, const std::vector<std::string>& secrets);
 
 /// Throws backend_param_error ("<type> backend: parameter '<name>': ...") for the first unknown
 /// parameter of `config` (check_param_names) or missing required one.
