@@ -124,6 +124,18 @@ TEST(sql_options, settings_that_cannot_give_exclusion_across_processes_are_refus
   EXPECT_EQ(config_error("sqlite", {{"path", db}, {"table", "main.baton_mutex"}}), "(no error)");
   EXPECT_EQ(config_error("postgresql", {{"connection", "dbname=x"}, {"table", "pg_tempo.t"}}),
             "(no error)");
+  const std::string temp_path = "dbname=x options='-c search_path=pg_temp,public'";
+  EXPECT_NE(config_error("postgresql", {{"connection", temp_path}}).find("temporary table"),
+            std::string::npos)
+      << config_error("postgresql", {{"connection", temp_path}});
+  EXPECT_NE(config_error("postgresql",
+                         {{"connection", "postgresql://h/x?options=-c%20search_path%3Dpg_temp"}})
+                .find("'connection'"),
+            std::string::npos);
+  EXPECT_EQ(config_error("postgresql", {{"connection", temp_path}, {"table", "public.t"}}),
+            "(no error)");
+  EXPECT_EQ(config_error("postgresql", {{"connection", "dbname=x options='-c search_path=app'"}}),
+            "(no error)");
   EXPECT_EQ(config_error("mysql", {{"connection", "db=x"}, {"table", "temp.baton_mutex"}}),
             "(no error)");
 }

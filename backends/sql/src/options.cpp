@@ -229,7 +229,19 @@ void validate(const sql_options& o, bool host_checks) {
       bad_param(type, "path", "directory '" + dir.string() + "' does not exist");
   } else {
     // The driver's own parse (libpq's for PostgreSQL): what it refuses is refused here.
-    const auto keys = keys_of(o.kind, o.connection);
+    const auto options = parse_connection(o.kind, o.connection);
+    std::set<std::string> keys;
+    for (const auto& opt : options) keys.insert(opt.key);
+    // search_path=pg_temp first makes an unqualified CREATE TABLE create a temporary table.
+    for (const auto& opt : options)
+      if (o.kind == dialect::postgresql && opt.key == "options" &&
+          o.table.find('.') == std::string::npos &&
+          lower(opt.value).find("search_path") != std::string::npos &&
+          lower(opt.value).find("pg_temp") != std::string::npos)
+        bad_param(type, "connection",
+                  "its 'options' put pg_temp in search_path: the unqualified table '" + o.table +
+                      "' would be a temporary table, private to one session, and every node "
+                      "would run every job; qualify the table (schema.table) or drop pg_temp");
     if (o.kind == dialect::mysql && keys.count("reconnect") != 0)
       bad_param(type, "connection",
                 "'reconnect' is not allowed: a silent reconnect would hide a lost lease");
