@@ -20,6 +20,7 @@ namespace baton::config {
 
 using detail::child;
 using detail::json;
+using detail::library_message;
 using detail::reader;
 using std::chrono::milliseconds;
 
@@ -28,14 +29,6 @@ namespace {
 // A value quoted in a message: shortened, invalid UTF-8 shown as U+FFFD (detail::quote).
 std::string in_quotes(std::string_view s) { return detail::quote(s); }
 std::string show(milliseconds d) { return format_duration(d); }
-
-// A library's exception message without nlohmann's "[json.exception.type_error.316] " prefix.
-std::string library_message(const std::exception& e) {
-  std::string what = e.what();
-  if (auto pos = what.find("] "); what.rfind("[json.exception", 0) == 0 && pos != std::string::npos)
-    what = what.substr(pos + 2);
-  return what;
-}
 
 // Runs `read`; an exception from a library (nlohmann's type_error or out_of_range, a conversion's
 // std::invalid_argument) becomes an error at `path` instead of ending the load with a message

@@ -11,16 +11,11 @@
 #include <system_error>
 
 #include "baton/config/duration.hpp"
+#include "json_reader.hpp"
 
 namespace baton::config::detail {
 
 namespace {
-
-std::string limit_text(std::size_t bytes) {
-  if (bytes != 0 && bytes % (std::size_t{1} << 20) == 0)
-    return std::to_string(bytes >> 20) + " MiB";
-  return std::to_string(bytes) + " bytes";
-}
 
 [[noreturn]] void fail(const std::string& source, const std::string& message) {
   throw config_error({source + ": " + message});
@@ -49,7 +44,7 @@ class descriptor {
 std::string read_config_file(const std::filesystem::path& file, const config_limits& limits) {
   const std::string source = file.string();
   const std::string too_large =
-      "larger than " + limit_text(limits.max_bytes) + ", the limit for a config file";
+      "larger than " + size_text(limits.max_bytes) + ", the limit for a config file";
   // Without O_NONBLOCK, opening a FIFO would wait for a writer without end.
   const descriptor fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK));
   if (fd.get() < 0) {

@@ -29,13 +29,6 @@ std::string_view cut(std::string_view text, std::size_t size) {
   return text.substr(0, end);
 }
 
-std::string size_text(std::size_t bytes) {
-  if (bytes != 0 && bytes % (std::size_t{1} << 20) == 0)
-    return std::to_string(bytes >> 20) + " MiB";
-  if (bytes != 0 && bytes % 1024 == 0) return std::to_string(bytes >> 10) + " KiB";
-  return std::to_string(bytes) + " bytes";
-}
-
 // "line L, column C" of the byte at `index` of `text` (both counted from 1).
 std::string line_and_column(std::string_view text, std::size_t index) {
   const auto before = text.substr(0, std::min(index, text.size()));
@@ -99,12 +92,9 @@ class builder final : public json::json_sax_t {
                 " (a number must fit a double, at most about 1.8e308)";
       return false;
     }
-    // what() is "[json.exception.parse_error.101] parse error at line 3, column 5: ...; last
-    // read: '<token>'", the token as long as it is (a whole unterminated string).
-    std::string what = e.what();
-    if (auto pos = what.find("] ");
-        what.rfind("[json.exception", 0) == 0 && pos != std::string::npos)
-      what = what.substr(pos + 2);
+    // "parse error at line 3, column 5: ...; last read: '<token>'", the token as long as it is
+    // (a whole unterminated string).
+    std::string what = library_message(e);
     const std::string marker = "; last read: '";
     if (auto pos = what.find(marker);
         pos != std::string::npos && what.size() - pos - marker.size() > 80) {
@@ -244,6 +234,20 @@ std::optional<std::string> substitute_env(std::string_view text, const env_looku
     i = close;
   }
   return out;
+}
+
+std::string size_text(std::size_t bytes) {
+  if (bytes != 0 && bytes % (std::size_t{1} << 20) == 0)
+    return std::to_string(bytes >> 20) + " MiB";
+  if (bytes != 0 && bytes % 1024 == 0) return std::to_string(bytes >> 10) + " KiB";
+  return std::to_string(bytes) + " bytes";
+}
+
+std::string library_message(const std::exception& e) {
+  std::string what = e.what();
+  if (auto pos = what.find("] "); what.rfind("[json.exception", 0) == 0 && pos != std::string::npos)
+    what = what.substr(pos + 2);
+  return what;
 }
 
 std::string valid_utf8(std::string_view text) {

@@ -4,6 +4,7 @@
 // bounded: config_limits (size, nesting, what ${NAME} may add), at most max_listed_errors
 // messages, values in messages shortened and shown as valid UTF-8.
 #include <chrono>
+#include <exception>
 #include <initializer_list>
 #include <optional>
 #include <string>
@@ -37,6 +38,10 @@ std::string quote(std::string_view text, std::size_t max_shown = 64);
 std::string show(const json& value, std::size_t max_shown = 64);
 /// `text` with every invalid UTF-8 sequence replaced by U+FFFD (for messages).
 std::string valid_utf8(std::string_view text);
+/// "4 MiB", "64 KiB" or "1000 bytes", for messages about limits.
+std::string size_text(std::size_t bytes);
+/// An exception's message without nlohmann's "[json.exception.type_error.316] " prefix.
+std::string library_message(const std::exception& e);
 
 /// At most this many messages are listed per file; the rest are counted (config_error::count).
 inline constexpr std::size_t max_listed_errors = 1000;
