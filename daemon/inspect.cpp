@@ -69,8 +69,8 @@ std::optional<config::daemon_config> load_or_report(const command_line& cl) {
     return config::load_config(cl.config);
   } catch (const config::config_error& e) {
     for (const auto& message : e.errors()) std::cerr << message << "\n";
-    std::cerr << e.errors().size() << (e.errors().size() == 1 ? " error" : " errors") << " in "
-              << cl.config << "\n";
+    std::cerr << e.count() << (e.count() == 1 ? " error" : " errors") << " in " << cl.config
+              << "\n";
     return std::nullopt;
   }
 }

@@ -89,11 +89,13 @@ void reload(const command_line& cl, config::daemon_config& current, scheduler& s
             std::map<std::string, running_schedule>& running) {
   log().info("received SIGHUP: reloading {}", cl.config);
   std::vector<std::string> errors;
+  std::size_t error_count = 0;
   std::optional<config::daemon_config> next;
   try {
     next = config::load_config(cl.config);
   } catch (const config::config_error& e) {
     errors = e.errors();
+    error_count = e.count();
   }
   if (next && (next->backend.type != current.backend.type ||
                next->backend.params != current.backend.params)) {
@@ -105,8 +107,8 @@ void reload(const command_line& cl, config::daemon_config& current, scheduler& s
   }
   if (!errors.empty()) {
     for (const auto& e : errors) log().error("reload rejected: {}", e);
-    log().error("reload rejected: {} error{} in {}; the running config stays", errors.size(),
-                errors.size() == 1 ? "" : "s", cl.config);
+    log().error("reload rejected: {} error{} in {}; the running config stays", error_count,
+                error_count == 1 ? "" : "s", cl.config);
     return;
   }
 

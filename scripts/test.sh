@@ -4,13 +4,17 @@
 # test fails the run, and so does a run without tests.
 #
 # usage: scripts/test.sh [--sanitize address,undefined|thread] [--build-dir DIR] [--jobs N]
-#                        [-R REGEX] [--keep] [-- CTEST_ARGS...]
+#                        [-R REGEX] [--fuzz|--no-fuzz] [--keep] [-- CTEST_ARGS...]
 #
 #   --sanitize S     build with -fsanitize=S (BATON_SANITIZE); default build dir becomes
 #                    build-asan (address/undefined) or build-tsan (thread)
 #   --build-dir DIR  build directory (default: build), relative to the repository root
 #   --jobs N         parallel build jobs and parallel tests (default: nproc)
 #   -R REGEX         run only the tests matching REGEX (ctest -R)
+#   --fuzz, --no-fuzz  build the config fuzz test alone under ASan+UBSan (build dir build-fuzz:
+#                    that test and the config library only) and run it, 10,000 cases, before
+#                    ctest; its failure fails the run. Default: on in a full run (no -R, no
+#                    --sanitize; CI's), off otherwise
 #   --keep           keep the scratch directory (server data and logs) after the run
 #   -- ARGS          passed on to ctest
 #
@@ -21,7 +25,7 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
 
 usage() {
-  sed -n '6,16p' "$0" | sed 's/^# \{0,1\}//' >&2
+  sed -n '6,20p' "$0" | sed 's/^# \{0,1\}//' >&2
   exit 2
 }
 die() {
@@ -33,6 +37,7 @@ sanitize=""
 build_dir=""
 jobs=""
 regex=""
+fuzz=""
 keep=0
 ctest_extra=()
 while (($#)); do
@@ -44,6 +49,8 @@ while (($#)); do
     --jobs | -j) (($# >= 2)) || die "--jobs needs a value"; jobs=$2; shift 2 ;;
     --jobs=*) jobs=${1#*=}; shift ;;
     -R) (($# >= 2)) || die "-R needs a regex"; regex=$2; shift 2 ;;
+    --fuzz) fuzz=1; shift ;;
+    --no-fuzz) fuzz=0; shift ;;
     --keep) keep=1; shift ;;
     -h | --help) usage ;;
     --) shift; ctest_extra=("$@"); break ;;
@@ -58,6 +65,9 @@ case "$sanitize" in
   *) die "--sanitize: expected 'address,undefined' or 'thread', got '$sanitize'" ;;
 esac
 build_dir=${build_dir:-$default_dir}
+if [[ -z "$fuzz" ]]; then
+  if [[ -z "$regex" && -z "$sanitize" ]]; then fuzz=1; else fuzz=0; fi
+fi
 jobs=${jobs:-$(nproc 2>/dev/null || echo 2)}
 [[ "$jobs" =~ ^[1-9][0-9]*$ ]] || die "--jobs: expected a positive number, got '$jobs'"
 
@@ -72,6 +82,29 @@ cmake -S "$ROOT" -B "$build_dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBATON_BUILD
   "-DBATON_SANITIZE=$sanitize"
 echo "test.sh: building with $jobs jobs" >&2
 cmake --build "$build_dir" -j "$jobs"
+
+# ------------------------------------------------------------------------------- config fuzz
+# The config loader's fuzz test (tests/fuzz/) under ASan+UBSan, in a build of its own that holds
+# only what the test needs (the config library and its dependencies; no daemon, no other test),
+# at -O1 -g1 (ASan's advice; with 2 cores it builds in about 2 minutes where -O2 -g takes twice
+# as long). It needs no server; a failure is reported at once and fails the run after ctest.
+fuzz_status=0
+if ((fuzz)); then
+  fuzz_start=$SECONDS
+  echo "test.sh: config fuzz: building build-fuzz (sanitize=address,undefined)" >&2
+  cmake -S "$ROOT" -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1" "-DBATON_SANITIZE=address,undefined" \
+    -DBATON_BUILD_TESTS=ON -DBATON_BUILD_DAEMON=OFF -DBATON_BUILD_EXAMPLES=OFF >/dev/null
+  cmake --build build-fuzz -j "$jobs" --target baton_config_fuzz
+  echo "test.sh: config fuzz: running (built in $((SECONDS - fuzz_start)) s)" >&2
+  ASAN_OPTIONS="halt_on_error=1:detect_leaks=1" \
+    UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1" \
+    build-fuzz/tests/baton_config_fuzz || fuzz_status=$?
+  if ((fuzz_status != 0)); then
+    echo "test.sh: FAILED: the config fuzz test (exit status $fuzz_status)" >&2
+  fi
+  echo "test.sh: config fuzz: done in $((SECONDS - fuzz_start)) s" >&2
+fi
 
 # ---------------------------------------------------------------------------- scratch, servers
 # shellcheck source=servers.sh
@@ -159,7 +192,12 @@ total=$(sed -n -E 's/.*tests passed, [0-9]+ tests? failed out of ([0-9]+).*/\1/p
 
 if ((status != 0)); then
   echo "test.sh: ctest failed (exit status $status)" >&2
+  ((fuzz_status == 0)) || echo "test.sh: FAILED: the config fuzz test (see above)" >&2
   exit "$status"
+fi
+if ((fuzz_status != 0)); then
+  echo "test.sh: FAILED: the config fuzz test (exit status $fuzz_status, see above)" >&2
+  exit 1
 fi
 if [[ -z "$total" || "$total" -eq 0 ]]; then
   echo "test.sh: FAILED: no test ran" >&2

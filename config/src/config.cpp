@@ -3,11 +3,9 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <fstream>
 #include <limits>
 #include <map>
 #include <set>
-#include <sstream>
 #include <utility>
 
 #include "baton/backends/factory.hpp"
@@ -16,19 +14,38 @@
 #include "baton/mutex/names.hpp"
 #include "baton/scheduler/cron.hpp"
 #include "baton/scheduler/detail/schedule_plan.hpp"
+#include "file_read.hpp"
 #include "json_reader.hpp"
 
 namespace baton::config {
 
 using detail::child;
 using detail::json;
+using detail::library_message;
 using detail::reader;
 using std::chrono::milliseconds;
 
 namespace {
 
-std::string in_quotes(std::string_view s) { return json(std::string(s)).dump(); }
+// A value quoted in a message: shortened, invalid UTF-8 shown as U+FFFD (detail::quote).
+std::string in_quotes(std::string_view s) { return detail::quote(s); }
 std::string show(milliseconds d) { return format_duration(d); }
+
+// Runs `read`; an exception from a library (nlohmann's type_error or out_of_range, a conversion's
+// std::invalid_argument) becomes an error at `path` instead of ending the load with a message
+// that names no place (and exit status 1).
+template <typename Read>
+void guarded(reader& r, const std::string& path, Read&& read) {
+  try {
+    read();
+  } catch (const config_error&) {
+    throw;
+  } catch (const std::bad_alloc&) {
+    throw;
+  } catch (const std::exception& e) {
+    r.error(path, "cannot read this value: " + library_message(e));
+  }
+}
 
 // ---------------------------------------------------------------------------------------------
 // backend
@@ -128,7 +145,7 @@ backend_config read_backend(reader& r, const json& root, const std::filesystem::
         if (v->is_number_unsigned() && v->get<std::uint64_t>() > 0)
           value = std::to_string(v->get<std::uint64_t>());
         else
-          r.error(at, "expected a positive whole number, found " + v->dump());
+          r.error(at, "expected a positive whole number, found " + detail::show(*v));
         break;
     }
     if (!value) continue;
@@ -384,7 +401,7 @@ std::map<std::string, std::string> read_env(reader& r, const json& value, const 
     }
     if (!v.is_string()) {
       r.error(at, "expected a string, found " + detail::describe_type(v) +
-                      (v.is_number() ? " (quote it: \"" + v.dump() + "\")" : ""));
+                      (v.is_number() ? " (quote it: \"" + detail::show(v) + "\")" : ""));
       continue;
     }
     if (auto s = r.string(v, at)) env[key] = *s;
@@ -487,13 +504,14 @@ std::optional<schedule_config> read_schedule(reader& r, const json& s, const std
 
 // ---------------------------------------------------------------------------------------------
 
-config_error::config_error(std::vector<std::string> errors)
+config_error::config_error(std::vector<std::string> errors, std::size_t count)
     : std::invalid_argument([&] {
         std::string all;
         for (const auto& e : errors) all += (all.empty() ? "" : "\n") + e;
         return all;
       }()),
-      errors_(std::move(errors)) {}
+      errors_(std::move(errors)),
+      count_(count != 0 ? count : errors_.size()) {}
 
 contend_options lease_config::apply(contend_options base) const {
   if (ttl) base.ttl = *ttl;
@@ -570,15 +588,10 @@ std::uint64_t daemon_config::log_output_for(const schedule_config& s) const {
   return s.log_output.value_or(log_output);
 }
 
-daemon_config parse_config(std::string_view text, const std::string& source,
-                           const std::filesystem::path& base_dir, const env_lookup& env) {
-  // Every ${NAME} the file references, wherever it is (the jobs do not get these variables).
-  std::set<std::string> referenced;
-  reader r(source,
-           [&referenced, lookup = env ? env : env_lookup(process_env)](const std::string& name) {
-             referenced.insert(name);
-             return lookup(name);
-           });
+namespace {
+
+daemon_config read_config(reader& r, std::string_view text, const std::string& source,
+                          const std::filesystem::path& base_dir) {
   json root = r.parse(text);
   daemon_config config;
   config.source = source;
@@ -593,7 +606,7 @@ daemon_config parse_config(std::string_view text, const std::string& source,
                   "log_output", "schedules"});
   const auto errors_before_backend = r.error_count();
   const backend_descriptor* descriptor = nullptr;
-  config.backend = read_backend(r, root, base_dir, descriptor);
+  guarded(r, "/backend", [&] { config.backend = read_backend(r, root, base_dir, descriptor); });
   // The lease defaults `run` gets from the backend, computed from its parameters without
   // connecting: a ZooKeeper lease follows session_timeout.
   if (descriptor != nullptr && r.error_count() == errors_before_backend) {
@@ -606,16 +619,19 @@ daemon_config parse_config(std::string_view text, const std::string& source,
     }
   }
   const auto errors_before_lease = r.error_count();
-  if (auto it = root.find("lease"); it != root.end()) config.lease = read_lease(r, *it, "/lease");
+  if (auto it = root.find("lease"); it != root.end())
+    guarded(r, "/lease", [&] { config.lease = read_lease(r, *it, "/lease"); });
   if (auto it = root.find("kill_grace"); it != root.end())
-    config.kill_grace = r.duration(*it, "/kill_grace");
+    guarded(r, "/kill_grace", [&] { config.kill_grace = r.duration(*it, "/kill_grace"); });
   if (auto it = root.find("stop_timeout"); it != root.end())
-    config.stop_timeout = r.duration(*it, "/stop_timeout");
+    guarded(r, "/stop_timeout", [&] { config.stop_timeout = r.duration(*it, "/stop_timeout"); });
   // Cross-field rules run only on well-formed values (a bad one would be replaced by a default).
   const bool lease_ok = r.error_count() == errors_before_lease;
   if (auto it = root.find("log_level"); it != root.end()) {
-    if (auto level = r.choice(*it, "/log_level", {"trace", "debug", "info", "warn", "error"}))
-      config.log_level = *level;
+    guarded(r, "/log_level", [&] {
+      if (auto level = r.choice(*it, "/log_level", {"trace", "debug", "info", "warn", "error"}))
+        config.log_level = *level;
+    });
   }
   read_job_output_and_env(r, root, "", config.inherit_env, config.log_output);
 
@@ -633,7 +649,8 @@ daemon_config parse_config(std::string_view text, const std::string& source,
     for (std::size_t i = 0; i < it->size(); ++i) {
       const std::string path = child("/schedules", i);
       bool schedule_lease_ok = true;
-      auto s = read_schedule(r, (*it)[i], path, base_dir, schedule_lease_ok);
+      std::optional<schedule_config> s;
+      guarded(r, path, [&] { s = read_schedule(r, (*it)[i], path, base_dir, schedule_lease_ok); });
       if (!s) continue;
       if (!schedule_lease_ok) lease_unchecked.insert(s->name);
       if (auto [first, inserted] = names.emplace(s->name, path + "/name"); !inserted) {
@@ -713,24 +730,45 @@ daemon_config parse_config(std::string_view text, const std::string& source,
                                    "releases the mutexes");
   }
   r.throw_if_failed();
-  config.referenced_env = std::move(referenced);
   return config;
 }
 
-daemon_config load_config(const std::filesystem::path& file, const env_lookup& env) {
-  const std::string source = file.string();
-  std::ifstream in(file, std::ios::binary);
-  std::error_code ec;
-  if (std::filesystem::is_directory(file, ec))
-    throw config_error({source + ": is a directory, not a config file"});
-  if (!in) {
-    const int err = errno;
-    throw config_error({source + ": cannot read: " + std::generic_category().message(err)});
+}  // namespace
+
+daemon_config parse_config(std::string_view text, const std::string& source,
+                           const std::filesystem::path& base_dir, const env_lookup& env,
+                           const config_limits& limits) {
+  // Every ${NAME} the file references, wherever it is (the jobs do not get these variables).
+  std::set<std::string> referenced;
+  reader r(
+      source,
+      [&referenced, lookup = env ? env : env_lookup(process_env)](const std::string& name) {
+        referenced.insert(name);
+        return lookup(name);
+      },
+      limits);
+  try {
+    auto config = read_config(r, text, source, base_dir);
+    config.referenced_env = std::move(referenced);
+    return config;
+  } catch (const config_error&) {
+    throw;
+  } catch (const std::bad_alloc&) {
+    throw;
+  } catch (const std::exception& e) {
+    // The last resort: what the guards around each part of the file did not catch.
+    r.error("", "cannot read the config: " + library_message(e));
+    r.throw_if_failed();
+    throw;
   }
-  std::ostringstream text;
-  text << in.rdbuf();
+}
+
+daemon_config load_config(const std::filesystem::path& file, const env_lookup& env,
+                          const config_limits& limits) {
+  const std::string text = detail::read_config_file(file, limits);
+  std::error_code ec;
   auto dir = std::filesystem::absolute(file, ec).parent_path();
-  return parse_config(text.str(), source, dir, env);
+  return parse_config(text, file.string(), dir, env, limits);
 }
 
 }  // namespace baton::config

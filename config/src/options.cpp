@@ -74,7 +74,11 @@ std::string fingerprint(const daemon_config& config, const schedule_config& s,
                 lease.poll_interval.count(), lease.drift_margin.count(), lease.max_backoff.count()};
   j["stop_grace"] = config.stop_grace_for(s, backend_defaults).count();
   j["kill_grace"] = config.kill_grace_for(s, backend_defaults).count();
-  return j.dump();
+  // CBOR keeps every byte of a value as it is: dump() would throw on an argument or variable
+  // that is not UTF-8 (a ${NAME} may hold any bytes), and replacing such bytes would make two
+  // different commands look the same to a reload.
+  const auto bytes = json::to_cbor(j);
+  return std::string(bytes.begin(), bytes.end());
 }
 
 std::string describe(const trigger& when) {

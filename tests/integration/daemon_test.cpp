@@ -281,6 +281,16 @@ std::vector<bad_config> bad_configs() {
       {"missing_working_directory",
        base_with(ok_schedule + R"(, "working_directory": "/nonexistent-baton-dir")"),
        "/schedules/0/working_directory: \"/nonexistent-baton-dir\" is not an existing directory"},
+      // Issue 14: SIGSEGV (recursion in the serializer building the message).
+      {"deep_nesting",
+       R"({"backend": {"type": "sqlite", "path": "x.db", "pool_size": )" +
+           std::string(100000, '[') + std::string(100000, ']') + R"(}, "schedules": [{)" +
+           ok_schedule + "}]}",
+       "/backend/pool_size/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/"
+       "0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0: nested deeper than 64 levels"},
+      // Issue 14: "[json.exception.out_of_range.406] ...", exit 1, no path.
+      {"number_out_of_range", base_with(ok_schedule, R"(, "kill_grace": 1e400)"),
+       "/kill_grace: number out of range: 1e400 at line 1, column 63"},
   };
 }
 
@@ -307,6 +317,55 @@ INSTANTIATE_TEST_SUITE_P(all, daemon_config_error, ::testing::ValuesIn(bad_confi
 // session_timeout (ttl 1s, transition 2s for 3s), so a stop_grace of 2.5s fails both, with the
 // same message, before any server is contacted (nothing listens on port 1). So does an unknown
 // parameter, which the ZooKeeper backend used to ignore with a warning.
+// Issue 14: `--config /dev/zero` grew to 2.1 GB in 15 s; a directory is named as such.
+TEST(daemon_config_error_input, dev_zero_and_a_directory_exit_2_at_once) {
+  const fs::path dir = baton::test::temp_dir("daemon-input");
+  for (const char* command : {"validate", "run", "status"}) {
+    auto zero = run_baton({command, "--config", "/dev/zero"}, 15s);
+    EXPECT_EQ(zero.status, 2) << command << " stderr:\n" << zero.err;
+    EXPECT_EQ(
+        zero.err,
+        "/dev/zero: is larger than 4 MiB, the limit for a config file\n1 error in /dev/zero\n")
+        << command;
+    auto directory = run_baton({command, "--config", dir.string()}, 15s);
+    EXPECT_EQ(directory.status, 2) << command << " stderr:\n" << directory.err;
+    EXPECT_THAT(directory.err, HasSubstr(dir.string() + ": is a directory, not a config file"));
+  }
+}
+
+// Issue 14: a ${VAR} that is not UTF-8 ended with "[json.exception.type_error.316] ...", exit 1,
+// no path: in validate when a message quoted it, in run for any value (the schedule's
+// fingerprint). An argument of any bytes is valid; a bad value is an error at its path.
+TEST(daemon_config_error_input, variables_that_are_not_utf8) {
+  const fs::path dir = baton::test::temp_dir("daemon-utf8");
+  ASSERT_EQ(::setenv("BATON_TEST_NOT_UTF8", "\xff\xfe", 1), 0);
+  write_file(dir / "bad.json", base_with(R"("name": "a", "every": "${BATON_TEST_NOT_UTF8}",
+                                           "command": ["/bin/true"])"));
+  write_file(dir / "ok.json", R"({"backend": {"type": "sqlite", "path": "x.db"}, "schedules": [
+      {"name": "a", "every": "1h", "command": ["/bin/echo", "${BATON_TEST_NOT_UTF8}"]}]})");
+  const std::string shown = "\"\xEF\xBF\xBD\xEF\xBF\xBD\"";  // U+FFFD twice, quoted
+  for (const char* command : {"validate", "run"}) {
+    auto r = run_baton({command, "--config", (dir / "bad.json").string()}, 15s);
+    EXPECT_EQ(r.status, 2) << command << " stderr:\n" << r.err;
+    EXPECT_THAT(r.err, HasSubstr((dir / "bad.json").string() +
+                                 ": /schedules/0/every: invalid duration " + shown));
+  }
+  auto v = run_baton({"validate", "--config", (dir / "ok.json").string()});
+  EXPECT_EQ(v.status, 0) << v.err;
+  // run starts (it took the fingerprint) and fires; SIGTERM ends it normally.
+  process p({daemon_path(), "run", "--config", (dir / "ok.json").string()}, dir / "run.out",
+            dir / "run.err");
+  EXPECT_TRUE(baton::test::wait_until(
+      [&] {
+        return read_file(dir / "run.err").find("[a] exited with status 0") != std::string::npos;
+      },
+      15s))
+      << read_file(dir / "run.err");
+  p.signal(SIGTERM);
+  EXPECT_EQ(p.wait_exit(15s), 0) << read_file(dir / "run.err");
+  ::unsetenv("BATON_TEST_NOT_UTF8");
+}
+
 TEST(daemon_config_error_backend, validate_and_run_agree_on_a_zookeeper_lease_and_unknown_keys) {
   const fs::path dir = baton::test::temp_dir("daemon-validate-run");
   const std::string schedules =

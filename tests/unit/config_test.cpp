@@ -1,13 +1,22 @@
 // The daemon's JSON config: every error names the file and JSON path; all errors come at once.
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "baton/backends/factory.hpp"
@@ -25,6 +34,7 @@ using ::testing::Contains;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::SizeIs;
+using ::testing::StartsWith;
 
 const char* const minimal_backend = R"("backend": {"type": "memory"})";
 
@@ -58,8 +68,8 @@ std::string with_schedule(const std::string& schedule, const std::string& extra 
   return std::string("{") + minimal_backend + extra + R"(, "schedules": [{)" + schedule + "}]}";
 }
 
-std::string one_error(const std::string& text) {
-  auto errors = errors_of(text);
+std::string one_error(const std::string& text, std::map<std::string, std::string> env = {}) {
+  auto errors = errors_of(text, std::move(env));
   EXPECT_THAT(errors, SizeIs(1));
   return errors.empty() ? std::string() : errors.front();
 }
@@ -698,6 +708,299 @@ TEST(config_errors, all_errors_of_a_file_are_reported_at_once) {
   EXPECT_THAT(errors, Contains(HasSubstr("/schedules/3/name: duplicate schedule name \"ok\"")));
   EXPECT_THAT(errors, SizeIs(10));
   for (const auto& e : errors) EXPECT_THAT(e, HasSubstr("test.json: /")) << e;
+}
+
+// ---------------------------------------------------------------------------------------------
+// hostile input: no crash, no hang, every failure a config_error naming the file and the place
+
+const std::string ok_schedule = R"("name": "a", "every": "1s", "command": ["/bin/true"])";
+
+std::string with_backend(const std::string& backend) {
+  return R"({"backend": )" + backend + R"(, "schedules": [{)" + ok_schedule + "}]}";
+}
+
+// Each message names the file and a place, is valid UTF-8 (nlohmann's strict dump() accepts
+// it) and stays short whatever the input.
+void expect_well_formed(const std::vector<std::string>& errors) {
+  for (const auto& e : errors) {
+    const auto head = e.substr(0, 200);
+    EXPECT_THAT(e, StartsWith("test.json: ")) << head;
+    EXPECT_LE(e.size(), 1100u) << head;
+    EXPECT_NO_THROW((void)nlohmann::json(e).dump()) << "not UTF-8: " << head;
+  }
+}
+
+std::string repeated(const std::string& s, std::size_t n) {
+  std::string out;
+  out.reserve(s.size() * n);
+  for (std::size_t i = 0; i < n; ++i) out += s;
+  return out;
+}
+
+// Issue 14: 100,000 nested arrays in pool_size crashed validate and run (SIGSEGV, recursion in
+// the serializer that built the message).
+TEST(config_input, deep_nesting_in_pool_size_is_an_error_at_its_path) {
+  const auto errors = errors_of(with_backend(R"({"type": "sqlite", "path": "x.db", "pool_size": )" +
+                                             repeated("[", 100000) + repeated("]", 100000) + "}"));
+  expect_well_formed(errors);
+  ASSERT_THAT(errors, SizeIs(1));
+  EXPECT_THAT(errors[0], AllOf(StartsWith("test.json: /backend/pool_size/0/0/0/"),
+                               HasSubstr(": nested deeper than 64 levels of arrays and objects")));
+}
+
+TEST(config_input, deep_nesting_anywhere_stops_at_the_limit) {
+  const std::vector<std::pair<std::string, std::string>> cases{
+      {repeated("[", 100000), "test.json: /0/0/0/"},
+      {repeated(R"({"a": )", 100000), "test.json: /a/a/a/"},
+      {with_schedule(ok_schedule + R"(, "env": {"X": )" + repeated(R"({"": [)", 50000)),
+       "test.json: /schedules/0/env/X//0//0/"},
+  };
+  for (const auto& [text, start] : cases) {
+    const auto errors = errors_of(text);
+    expect_well_formed(errors);
+    EXPECT_THAT(errors, Contains(AllOf(StartsWith(start), HasSubstr("nested deeper than 64"))));
+  }
+  // 64 levels are read (and the value is shown shortened); 65 are not.
+  const auto at_limit =
+      one_error(with_backend(R"({"type": "sqlite", "path": "x.db", "pool_size": )" +
+                             repeated("[", 62) + repeated("]", 62) + "}"));
+  EXPECT_THAT(at_limit, StartsWith("test.json: /backend/pool_size: expected a positive whole "
+                                   "number, found [[[["));
+  EXPECT_THAT(at_limit, HasSubstr("... (124 bytes of JSON)"));
+  EXPECT_THAT(one_error(with_backend(R"({"type": "sqlite", "path": "x.db", "pool_size": )" +
+                                     repeated("[", 63) + repeated("]", 63) + "}")),
+              HasSubstr("nested deeper than 64"));
+}
+
+// Issue 14: 1e400 ended with "[json.exception.out_of_range.406] ...", exit 1, no path.
+TEST(config_input, a_number_beyond_a_double_is_out_of_range_at_its_path) {
+  EXPECT_THAT(one_error(with_backend(R"({"type": "sqlite", "path": "x.db", "pool_size": 1e400})")),
+              StartsWith("test.json: /backend/pool_size: number out of range: 1e400 at line 1, "
+                         "column 61"));
+  EXPECT_THAT(one_error(with_schedule(R"("name": "a", "every": "1s", "command": ["x", -1e400])")),
+              StartsWith("test.json: /schedules/0/command/1: number out of range: -1e400"));
+  EXPECT_THAT(one_error(R"({"lease": {"ttl": 1e999999999999}})"),
+              StartsWith("test.json: /lease/ttl: number out of range: 1e999999999999"));
+  // Beyond 64 bits but within a double: an ordinary wrong value.
+  EXPECT_THAT(one_error(with_backend(
+                  R"({"type": "sqlite", "path": "x.db", "pool_size": 18446744073709551616})")),
+              StartsWith("test.json: /backend/pool_size: expected a positive whole number, found "
+                         "1.8446744073709552e+19"));
+}
+
+// Issue 14: a ${VAR} whose value is not UTF-8 ended with "[json.exception.type_error.316] ...",
+// exit 1, no path, when a message quoted it.
+TEST(config_input, values_that_are_not_utf8_are_quoted_with_replacement_characters) {
+  const auto errors = errors_of(
+      R"({"backend": {"type": "${BAD}"}, "log_level": "${BAD}",
+          "schedules": [{"name": "${BAD}", "every": "${BAD}", "command": ["x"],
+                         "working_directory": "${BAD}", "user": "${BAD}",
+                         "env": {"A": "${BAD}"}}]})",
+      {{"BAD", "\xff\xfe"}});
+  expect_well_formed(errors);
+  const std::string shown = "\"\xEF\xBF\xBD\xEF\xBF\xBD\"";  // U+FFFD twice, quoted
+  EXPECT_THAT(errors, Contains(StartsWith("test.json: /backend/type: unknown backend type " +
+                                          shown + " (one of: ")));
+  EXPECT_THAT(errors, Contains(StartsWith("test.json: /log_level: invalid value " + shown)));
+  EXPECT_THAT(errors,
+              Contains(StartsWith("test.json: /schedules/0/name: invalid schedule name " + shown)));
+  EXPECT_THAT(errors,
+              Contains(StartsWith("test.json: /schedules/0/every: invalid duration " + shown)));
+  EXPECT_THAT(errors, Contains(StartsWith("test.json: /schedules/0/working_directory: ")));
+  EXPECT_THAT(errors, Contains(StartsWith("test.json: /schedules/0/user: ")));
+}
+
+// Any bytes are a valid argument or variable: `run` took the schedule's fingerprint with
+// nlohmann's dump(), which threw (exit 1); two values must also not look the same to a reload.
+TEST(config_input, arguments_that_are_not_utf8_are_kept_and_fingerprinted_exactly) {
+  const std::string text = with_schedule(
+      R"("name": "a", "every": "1s", "command": ["/bin/echo", "${BAD}"], "env": {"A": "${BAD}"})");
+  const auto a = parse(text, {{"BAD", "\xff\xfe"}});
+  const auto b = parse(text, {{"BAD", "\xff\xfd"}});
+  EXPECT_EQ(a.schedules.at(0).command.at(1), "\xff\xfe");
+  EXPECT_EQ(a.schedules.at(0).env.at("A"), "\xff\xfe");
+  const auto fa = baton::config::fingerprint(a, a.schedules[0], a.backend_defaults);
+  EXPECT_EQ(fa, baton::config::fingerprint(a, a.schedules[0], a.backend_defaults));
+  EXPECT_NE(fa, baton::config::fingerprint(b, b.schedules[0], b.backend_defaults));
+}
+
+TEST(config_input, invalid_utf8_in_the_text_is_a_json_error_shown_as_valid_utf8) {
+  for (const std::string text : {"{\"backend\": \"\xff\"}", "{\"\xc0\x80\": 1}",
+                                 "{\"a\": \"\xed\xa0\x80\"}", "{\"k\": \"\\ud800\"}"}) {
+    const auto errors = errors_of(text);
+    expect_well_formed(errors);
+    EXPECT_THAT(errors, ElementsAre(StartsWith("test.json: invalid JSON: parse error at line 1")));
+  }
+}
+
+TEST(config_input, long_values_keys_and_tokens_are_shortened_in_messages) {
+  const std::string huge(1 << 20, 'x');
+  const auto errors = errors_of(R"({"backend": {"type": ")" + huge + R"("}, ")" + huge +
+                                R"(": 1, "schedules": [{)" + ok_schedule + "}]}");
+  expect_well_formed(errors);
+  EXPECT_THAT(errors, Contains(AllOf(StartsWith("test.json: /backend/type: unknown backend type "
+                                                "\"xxxx"),
+                                     HasSubstr("xxx...\" (1048576 bytes)"))));
+  EXPECT_THAT(errors, Contains(AllOf(StartsWith("test.json: /xxxx"), HasSubstr("xxx...xxx"),
+                                     HasSubstr(": unknown key \"xxx"),
+                                     HasSubstr("...\" (1048576 bytes)"))));
+  // An unterminated string: nlohmann's message quotes the whole token it read.
+  const auto unterminated = errors_of(R"({"backend": ")" + huge);
+  expect_well_formed(unterminated);
+  EXPECT_THAT(unterminated, ElementsAre(AllOf(StartsWith("test.json: invalid JSON: parse error"),
+                                              HasSubstr("...' (1048577 bytes)"))));
+}
+
+TEST(config_input, variable_expansion_is_bounded) {
+  const std::map<std::string, std::string> env{{"V", std::string(1 << 20, 'v')}};
+  EXPECT_THAT(one_error(with_schedule(R"("name": "a", "every": "1s",
+                                         "command": ["x", "${V}${V}${V}${V}${V}"])"),
+                        env),
+              StartsWith("test.json: /schedules/0/command/1: with ${V} replaced, the value is "
+                         "longer than 4 MiB (the limit)"));
+  EXPECT_THAT(
+      one_error(
+          with_schedule(
+              R"("name": "a", "every": "1s", "command": ["x", "${V}", "${V}", "${V}", "${V}", "${V}", "${V}"])"),
+          env),
+      StartsWith("test.json: /schedules/0/command/5: the ${NAME} references of this file add more "
+                 "than 4 MiB to it in all (the limit)"));
+}
+
+TEST(config_input, thousands_of_errors_list_the_first_thousand_and_count_all) {
+  std::string keys;
+  for (int i = 0; i < 1500; ++i) keys += ", \"k" + std::to_string(i) + "\": 0";
+  try {
+    parse(std::string("{") + minimal_backend + keys + R"(, "schedules": [{)" + ok_schedule + "}]}");
+    FAIL() << "no error";
+  } catch (const config_error& e) {
+    EXPECT_EQ(e.count(), 1500u);
+    ASSERT_THAT(e.errors(), SizeIs(1001));
+    EXPECT_THAT(e.errors()[999], AllOf(StartsWith("test.json: /k"), HasSubstr(": unknown key")));
+    EXPECT_EQ(e.errors()[1000], "test.json: 500 more errors not listed (only the first 1000 are)");
+  }
+}
+
+// nlohmann's parser callback rescans the enclosing array after each element: 200,000 schedules
+// took 9 s, 300,000 about 20 s, 500,000 (a 4 MiB file) over 3 minutes; now well under 1 s.
+TEST(config_input, a_long_array_of_objects_is_read_in_linear_time) {
+  const std::string text = std::string("{") + minimal_backend + R"(, "schedules": [)" +
+                           repeated(R"({"x": 0},)", 299999) + R"({"x": 0}]})";
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    parse(text);
+    FAIL() << "no error";
+  } catch (const config_error& e) {
+    EXPECT_EQ(e.count(), 4 * 300000u);  // each: unknown key, no name, no trigger, no command
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
+}
+
+TEST(config_input, text_beyond_the_size_limit_is_refused) {
+  baton::config::config_limits limits;
+  limits.max_bytes = 100;
+  const std::string text = with_schedule(ok_schedule) + std::string(200, ' ');
+  try {
+    baton::config::parse_config(text, "test.json", "/etc/baton", fake_env({}), limits);
+    FAIL() << "no error";
+  } catch (const config_error& e) {
+    EXPECT_THAT(e.errors(),
+                ElementsAre("test.json: is " + std::to_string(text.size()) +
+                            " bytes, larger than 100 bytes, the limit for a config file"));
+  }
+  EXPECT_THAT(one_error("  \n "),
+              "test.json: is empty: expected a JSON object with \"backend\" and \"schedules\"");
+}
+
+// ---------------------------------------------------------------------------------------------
+// reading the file: bounded in size and time
+
+// The messages of the config_error that load_config(file) throws.
+std::vector<std::string> load_errors(const std::filesystem::path& file,
+                                     const baton::config::config_limits& limits = {}) {
+  try {
+    baton::config::load_config(file, fake_env({}), limits);
+  } catch (const config_error& e) {
+    return e.errors();
+  }
+  ADD_FAILURE() << "no config_error for " << file;
+  return {};
+}
+
+// Issue 14: `--config /dev/zero` grew to 2.1 GB in 15 s.
+TEST(config_file, dev_zero_stops_at_the_size_limit) {
+  EXPECT_THAT(load_errors("/dev/zero"),
+              ElementsAre("/dev/zero: is larger than 4 MiB, the limit for a config file"));
+}
+
+TEST(config_file, a_file_beyond_the_size_limit_is_refused_before_reading) {
+  const auto dir = std::filesystem::path(baton::test::temp_dir("config-size"));
+  std::ofstream(dir / "big.json") << std::string((4 << 20) + 1, ' ');
+  EXPECT_THAT(load_errors(dir / "big.json"),
+              ElementsAre((dir / "big.json").string() +
+                          ": is 4194305 bytes, larger than 4 MiB, the limit for a config file"));
+  std::ofstream(dir / "at-limit.json") << with_schedule(ok_schedule) << std::string(1000, ' ');
+  baton::config::config_limits limits;
+  limits.max_bytes = std::filesystem::file_size(dir / "at-limit.json");
+  EXPECT_NO_THROW(baton::config::load_config(dir / "at-limit.json", fake_env({}), limits));
+  limits.max_bytes -= 1;
+  EXPECT_THAT(load_errors(dir / "at-limit.json", limits),
+              ElementsAre(HasSubstr("larger than " + std::to_string(limits.max_bytes) + " bytes")));
+}
+
+TEST(config_file, directories_sockets_and_empty_files_are_named) {
+  const auto dir = std::filesystem::path(baton::test::temp_dir("config-kinds"));
+  EXPECT_THAT(load_errors(dir), ElementsAre(dir.string() + ": is a directory, not a config file"));
+
+  const auto socket_path = dir / "sock";
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  std::strncpy(address.sun_path, socket_path.c_str(), sizeof(address.sun_path) - 1);
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
+  EXPECT_THAT(load_errors(socket_path),
+              ElementsAre(socket_path.string() + ": is a socket, not a config file"));
+  ::close(fd);
+
+  std::ofstream(dir / "empty.json").flush();
+  EXPECT_THAT(load_errors(dir / "empty.json"), ElementsAre(HasSubstr("empty.json: is empty")));
+}
+
+TEST(config_file, a_fifo_nobody_writes_to_fails_after_the_read_timeout) {
+  const auto dir = std::filesystem::path(baton::test::temp_dir("config-fifo"));
+  const auto fifo = dir / "fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0) << std::strerror(errno);
+  baton::config::config_limits limits;
+  limits.read_timeout = 300ms;
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_THAT(load_errors(fifo, limits),
+              ElementsAre(fifo.string() +
+                          ": did not deliver the whole config within 300ms (a pipe or FIFO that "
+                          "nobody writes to or closes?)"));
+  EXPECT_GE(std::chrono::steady_clock::now() - start, 300ms);
+}
+
+TEST(config_file, a_fifo_with_a_writer_is_read_like_a_file) {
+  const auto dir = std::filesystem::path(baton::test::temp_dir("config-fifo"));
+  const auto fifo = dir / "fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0) << std::strerror(errno);
+  const std::string text = with_schedule(ok_schedule);
+  std::thread writer([&] {
+    int fd = -1;  // opening without O_NONBLOCK would wait for ever if the reader failed
+    baton::test::wait_until(
+        [&] { return (fd = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC)) >= 0; }, 5s);
+    if (fd < 0) return;
+    for (char c : text) ASSERT_EQ(::write(fd, &c, 1), 1);  // in many small pieces
+    ::close(fd);
+  });
+  baton::config::config_limits limits;
+  limits.read_timeout = 10s;
+  std::optional<daemon_config> c;
+  EXPECT_NO_THROW(c = baton::config::load_config(fifo, fake_env({}), limits));
+  writer.join();
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->schedules.at(0).name, "a");
 }
 
 }  // namespace

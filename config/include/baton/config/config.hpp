@@ -3,6 +3,7 @@
 /// path ("baton.json: /schedules/1/every: invalid duration \"5x\" (use 250ms, 10s, 5m, 2h, 1d)"),
 /// and all errors of a file are reported together.
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -25,12 +26,17 @@ namespace baton::config {
 /// what() joins them with newlines.
 class config_error : public std::invalid_argument {
  public:
-  explicit config_error(std::vector<std::string> errors);
+  /// `count`: how many problems there are in all when `errors` lists only the first ones (its
+  /// last line then says how many more there are); 0 means errors.size().
+  explicit config_error(std::vector<std::string> errors, std::size_t count = 0);
   /// The messages, in file order.
   const std::vector<std::string>& errors() const noexcept { return errors_; }
+  /// How many problems the file has (a file with thousands lists only the first ones).
+  std::size_t count() const noexcept { return count_; }
 
  private:
   std::vector<std::string> errors_;
+  std::size_t count_;
 };
 
 /// A `lease` object: the lease options it sets; unset fields keep the value underneath (the
@@ -123,6 +129,24 @@ struct daemon_config {
   std::chrono::milliseconds stop_timeout_for(const contend_options& backend_defaults) const;
 };
 
+/// What a config may be, so that no input makes the loader crash, hang or run out of memory.
+/// Beyond a limit the file is refused with a config_error naming the file and the place.
+struct config_limits {
+  /// The default max_bytes: 4 MiB, about 20,000 schedules.
+  static constexpr std::size_t default_max_bytes = std::size_t{4} << 20;
+  /// The default max_depth: the format itself nests 4 levels (/schedules/0/env/NAME).
+  static constexpr std::size_t default_max_depth = 64;
+
+  /// Largest config text accepted, in bytes. Also bounds what `${NAME}` references may add to
+  /// the file in all (a variable referenced a million times is refused, not expanded).
+  std::size_t max_bytes = default_max_bytes;
+  /// Deepest nesting of arrays and objects (the top-level object is level 1).
+  std::size_t max_depth = default_max_depth;
+  /// How long load_config() waits for a pipe or device (`--config <(...)`, a FIFO) to deliver
+  /// the whole file.
+  std::chrono::milliseconds read_timeout{10000};
+};
+
 /// Looks up an environment variable for `${NAME}`; nullopt when unset.
 using env_lookup = std::function<std::optional<std::string>(const std::string& name)>;
 
@@ -131,13 +155,19 @@ std::optional<std::string> process_env(const std::string& name);
 
 /// Parses config text. `source` prefixes every message (normally the file name), `base_dir`
 /// resolves relative paths, `env` serves `${NAME}` (null: the process environment). Throws
-/// config_error with every problem found.
+/// config_error with every problem found, whatever the text (no other exception but
+/// std::bad_alloc): a text beyond `limits` is refused, each problem names its JSON path (or line
+/// and column), and values quoted in messages are shortened and shown as valid UTF-8.
 daemon_config parse_config(std::string_view text, const std::string& source,
-                           const std::filesystem::path& base_dir, const env_lookup& env = {});
+                           const std::filesystem::path& base_dir, const env_lookup& env = {},
+                           const config_limits& limits = {});
 
-/// Reads and parses `file`; relative paths in it resolve against its directory. Throws
-/// config_error (also when the file cannot be read).
-daemon_config load_config(const std::filesystem::path& file, const env_lookup& env = {});
+/// Reads and parses `file`; relative paths in it resolve against its directory. Reads at most
+/// limits.max_bytes + 1 bytes (a longer file, or /dev/zero, is an error naming the limit) and
+/// waits at most limits.read_timeout for a pipe. Throws config_error (also when the file cannot
+/// be read, or is a directory or a socket).
+daemon_config load_config(const std::filesystem::path& file, const env_lookup& env = {},
+                          const config_limits& limits = {});
 
 /// The scheduler-wide options: the global lease over `backend_defaults`, `contender_id` as given.
 scheduler_options make_scheduler_options(const daemon_config& config,
@@ -150,6 +180,7 @@ schedule_options make_schedule_options(const daemon_config& config, const schedu
 
 /// A canonical text of everything that decides how `s` runs (trigger, command, environment,
 /// identity, effective lease and graces): equal texts mean an unchanged schedule on reload.
+/// Binary (CBOR), exact for values of any bytes; for comparing, not for showing.
 std::string fingerprint(const daemon_config& config, const schedule_config& s,
                         const contend_options& backend_defaults);
 
