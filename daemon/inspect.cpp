@@ -140,6 +140,14 @@ int validate(const command_line& cl) {
     out << "  trigger:    " << config::describe(s.when) << "\n";
     // A backend password passed to a command as well ("${PG_PASSWORD}") is not shown either.
     out << "  command:    " << scrub_secrets(config->backend, join(s.command)) << "\n";
+    // Names only, never values: which of the daemon's variables this schedule's jobs do not get.
+    if (s.inherit_env.value_or(config->inherit_env)) {
+      out << "  job env:    the daemon's whole environment (inherit_env)\n";
+    } else if (const auto withheld = config->withheld_env_for(s); !withheld.empty()) {
+      std::string names;
+      for (const auto& n : withheld) names += (names.empty() ? "" : " ") + n;
+      out << "  job env:    the daemon's without " << names << " (referenced as ${NAME})\n";
+    }
     if (find_program(s.command.front()).empty())
       out << "  warning:    program '" << s.command.front()
           << "' not found or not executable on this host\n";

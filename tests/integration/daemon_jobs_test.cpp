@@ -29,6 +29,7 @@ namespace {
 using namespace std::chrono_literals;
 using std::chrono::milliseconds;
 namespace fs = std::filesystem;
+using baton::test::count_of;
 using baton::test::daemon_path;
 using baton::test::json_string;
 using baton::test::process;
@@ -62,13 +63,6 @@ std::string unique(const std::string& what) {
 
 double ms_since(steady::time_point t) {
   return std::chrono::duration<double, std::milli>(steady::now() - t).count();
-}
-
-/// How often `needle` occurs in `text`.
-std::size_t count_of(const std::string& text, const std::string& needle) {
-  std::size_t n = 0;
-  for (std::size_t p = 0; (p = text.find(needle, p)) != std::string::npos; ++p) ++n;
-  return n;
 }
 
 /// One daemon running one schedule per job shape, each run marked with its own variable.

@@ -47,6 +47,7 @@ using ::testing::AnyOf;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
+using baton::test::count_of;
 using baton::test::daemon_path;
 using baton::test::json_string;
 using baton::test::process;
@@ -193,6 +194,31 @@ TEST(daemon_cli, validate_prints_each_schedule_with_its_next_fire_times) {
   EXPECT_THAT(r.out, AllOf(HasSubstr("beat"), HasSubstr("every 5s (fixed_rate)")));
   EXPECT_THAT(r.out, AllOf(HasSubstr("cron \"0 3 * * *\" in Asia/Tokyo"), HasSubstr("18:00:00Z"),
                            HasSubstr("03:00:00 JST (+09:00)")));
+}
+
+// validate names (never shows) the variables a schedule's jobs will not get: the ones the config
+// references as ${NAME}, unless the schedule inherits the daemon's whole environment.
+TEST(daemon_cli, validate_names_the_variables_withheld_from_the_jobs) {
+  const fs::path dir = baton::test::temp_dir("daemon-validate-env");
+  write_file(dir / "baton.json", R"({
+    "backend": {"type": "sqlite", "path": "${BATON_TEST_DB_DIR}/state.db"},
+    "schedules": [
+      {"name": "plain", "every": "5s", "command": ["/bin/true"]},
+      {"name": "secret", "every": "5s", "command": ["/bin/true", "${BATON_TEST_TOKEN}"]},
+      {"name": "all", "every": "5s", "command": ["/bin/true"], "inherit_env": true}
+    ]})");
+  ASSERT_EQ(::setenv("BATON_TEST_DB_DIR", dir.c_str(), 1), 0);
+  ASSERT_EQ(::setenv("BATON_TEST_TOKEN", "Tok3nValue", 1), 0);
+  auto r = run_baton({"validate", "--config", (dir / "baton.json").string()});
+  ::unsetenv("BATON_TEST_DB_DIR");
+  ::unsetenv("BATON_TEST_TOKEN");
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(count_of(r.out,
+                     "job env:    the daemon's without BATON_TEST_DB_DIR BATON_TEST_TOKEN "
+                     "(referenced as ${NAME})"),
+            2u)
+      << r.out;
+  EXPECT_THAT(r.out, HasSubstr("job env:    the daemon's whole environment (inherit_env)"));
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -34,6 +34,12 @@ void write_file(const fs::path& path, const std::string& text, bool executable) 
                               fs::perms::others_read | fs::perms::others_exec);
 }
 
+std::size_t count_of(const std::string& text, const std::string& needle) {
+  std::size_t n = 0;
+  for (std::size_t p = 0; (p = text.find(needle, p)) != std::string::npos; ++p) ++n;
+  return n;
+}
+
 std::string json_string(const std::string& s) {
   std::string out = "\"";
   for (char c : s) {

@@ -4,6 +4,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <cstddef>
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -23,6 +24,9 @@ void write_file(const std::filesystem::path& path, const std::string& text,
 
 /// `s` as a JSON string literal.
 std::string json_string(const std::string& s);
+
+/// How often `needle` occurs in `text`.
+std::size_t count_of(const std::string& text, const std::string& needle);
 
 /// A child process with stdin /dev/null and stdout/stderr appended to files. The destructor
 /// kills (SIGKILL) and reaps it if it still runs.
