@@ -1,6 +1,7 @@
 #include "redis_config.hpp"
 
 #include "baton/backends/redis/redis_backend.hpp"
+#include "baton/mutex/detail/text.hpp"
 #include "baton/mutex/duration.hpp"
 
 #include <charconv>
@@ -42,29 +43,6 @@ url_parts split_url(std::string_view url) {
   return parts;
 }
 
-int hex_value(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
-bool percent_decode(std::string_view in, std::string& out) {
-  out.clear();
-  for (std::size_t i = 0; i < in.size(); ++i) {
-    if (in[i] != '%') {
-      out += in[i];
-      continue;
-    }
-    if (i + 2 >= in.size()) return false;
-    int hi = hex_value(in[i + 1]), lo = hex_value(in[i + 2]);
-    if (hi < 0 || lo < 0) return false;
-    out += static_cast<char>(hi * 16 + lo);
-    i += 2;
-  }
-  return true;
-}
-
 bool parse_int(std::string_view text, long long& value) {
   if (text.empty()) return false;
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
@@ -81,7 +59,7 @@ masked_value mask_url(const std::string& url) {
     if (parts.user) out.text += std::string(*parts.user) + ":";
     out.text += "***@";
     std::string decoded;
-    if (percent_decode(*parts.password, decoded) && !decoded.empty())
+    if (baton::detail::percent_decode(*parts.password, decoded) && !decoded.empty())
       out.secrets.push_back(decoded);
     if (decoded != *parts.password && !parts.password->empty())
       out.secrets.emplace_back(*parts.password);
@@ -115,8 +93,10 @@ endpoint parse_url(const std::string& url) {
       fail(
           "credentials need a ':' before the password (redis://:password@host or "
           "redis://user:password@host)");
-    if (!percent_decode(*parts.user, ep.user)) fail("bad percent-encoding in the user name");
-    if (!percent_decode(*parts.password, ep.password)) fail("bad percent-encoding in the password");
+    if (!baton::detail::percent_decode(*parts.user, ep.user))
+      fail("bad percent-encoding in the user name");
+    if (!baton::detail::percent_decode(*parts.password, ep.password))
+      fail("bad percent-encoding in the password");
     if (ep.password.empty()) fail("the password is empty");
   }
 

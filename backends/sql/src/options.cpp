@@ -7,6 +7,7 @@
 #include <set>
 #include <stdexcept>
 #include "baton/mutex/backend_descriptor.hpp"
+#include "baton/mutex/detail/text.hpp"
 #include "baton/mutex/duration.hpp"
 
 #include "config.hpp"
@@ -81,29 +82,15 @@ bool valid_table(std::string_view t) {
   return valid_part(t.substr(0, dot)) && valid_part(t.substr(dot + 1));
 }
 
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (auto& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
-
-// SQLite decodes %HH in URI parameters; so does this.
+// SQLite decodes %HH in URI file names and parameters; text that is not valid %-encoding is
+// taken as written.
 std::string percent_decoded(std::string_view s) {
   std::string out;
-  for (std::size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '%' && i + 2 < s.size() && std::isxdigit(static_cast<unsigned char>(s[i + 1])) &&
-        std::isxdigit(static_cast<unsigned char>(s[i + 2]))) {
-      out += static_cast<char>(std::stoi(std::string(s.substr(i + 1, 2)), nullptr, 16));
-      i += 2;
-    } else {
-      out += s[i];
-    }
-  }
-  return out;
+  return baton::detail::percent_decode(s, out) ? out : std::string(s);
 }
 
 bool uri_true(std::string_view v) {
-  const auto l = lower(v);
+  const auto l = baton::detail::ascii_lower(v);
   return l == "1" || l == "true" || l == "yes" || l == "on";
 }
 
@@ -114,7 +101,7 @@ std::string sqlite_exclusion_error(std::string_view path) {
       "is an in-memory database, private to one process: nodes would not see each other's "
       "leases and every node would run every job; give a file every node opens";
   if (path == ":memory:") return "':memory:' " + std::string(why_memory);
-  if (lower(path.substr(0, 5)) != "file:") return {};
+  if (baton::detail::ascii_lower(path.substr(0, 5)) != "file:") return {};
   // A URI filename (SQLite's URI rules: file:[//authority]path[?query][#fragment]).
   std::string_view rest = path.substr(5);
   rest = rest.substr(0, rest.find('#'));
@@ -135,12 +122,14 @@ std::string sqlite_exclusion_error(std::string_view path) {
     const auto amp = query.find('&');
     const auto part = query.substr(0, amp);
     const auto eq = part.find('=');
-    const auto key = lower(percent_decoded(part.substr(0, eq)));
+    const auto key = baton::detail::ascii_lower(percent_decoded(part.substr(0, eq)));
     const auto value =
         eq == std::string_view::npos ? std::string{} : percent_decoded(part.substr(eq + 1));
-    if (key == "mode" && lower(value) == "memory") return shown + std::string(why_memory);
-    if (key == "vfs" && lower(value) == "memdb") return shown + std::string(why_memory);
-    if (key == "vfs" && lower(value) == "unix-none")
+    if (key == "mode" && baton::detail::ascii_lower(value) == "memory")
+      return shown + std::string(why_memory);
+    if (key == "vfs" && baton::detail::ascii_lower(value) == "memdb")
+      return shown + std::string(why_memory);
+    if (key == "vfs" && baton::detail::ascii_lower(value) == "unix-none")
       return shown +
              "uses the 'unix-none' VFS, which takes no file locks: two nodes could both "
              "write a lease";
@@ -161,7 +150,7 @@ std::string sqlite_exclusion_error(std::string_view path) {
 std::string table_exclusion_error(dialect d, std::string_view table) {
   const auto dot = table.find('.');
   if (dot == std::string_view::npos) return {};
-  const auto schema = lower(table.substr(0, dot));
+  const auto schema = baton::detail::ascii_lower(table.substr(0, dot));
   if (d == dialect::sqlite) {
     if (schema == "temp" || schema == "temporary")
       return "'" + std::string(table) +
@@ -222,7 +211,8 @@ void validate(const sql_options& o, bool host_checks) {
     if (o.connection.find('"') != std::string::npos)
       bad_param(type, "path", "must not contain '\"'");
     if (auto why = sqlite_exclusion_error(o.connection); !why.empty()) bad_param(type, "path", why);
-    const bool uri = lower(std::string_view(o.connection).substr(0, 5)) == "file:";
+    const bool uri =
+        baton::detail::ascii_lower(std::string_view(o.connection).substr(0, 5)) == "file:";
     std::filesystem::path dir = std::filesystem::path(o.connection).parent_path();
     std::error_code ec;
     if (host_checks && !uri && !dir.empty() && !std::filesystem::is_directory(dir, ec))
@@ -236,8 +226,8 @@ void validate(const sql_options& o, bool host_checks) {
     for (const auto& opt : options)
       if (o.kind == dialect::postgresql && opt.key == "options" &&
           o.table.find('.') == std::string::npos &&
-          lower(opt.value).find("search_path") != std::string::npos &&
-          lower(opt.value).find("pg_temp") != std::string::npos)
+          baton::detail::ascii_lower(opt.value).find("search_path") != std::string::npos &&
+          baton::detail::ascii_lower(opt.value).find("pg_temp") != std::string::npos)
         bad_param(type, "connection",
                   "its 'options' put pg_temp in search_path: the unqualified table '" + o.table +
                       "' would be a temporary table, private to one session, and every node "
