@@ -2,6 +2,7 @@
 
 #include <stdexcept>
 
+#include "baton/mutex/errc.hpp"
 #include "baton/mutex/memory_store.hpp"
 #ifdef BATON_HAS_SQL
 #include "baton/backends/sql/sql_backend.hpp"
@@ -27,16 +28,40 @@ const backend_descriptor& memory_descriptor() {
         "sqlite, postgresql, mysql, redis or zookeeper";
     d.default_lease = [](const backend_config&) { return contend_options{}; };
     d.make = [](const backend_config&, runtime& rt) -> std::shared_ptr<mutex_backend> {
-      return std::make_shared<lease_store_backend>("memory", rt,
-                                                   std::make_shared<memory_lease_store>());
+      auto store = std::make_shared<memory_lease_store>();
+      return std::make_shared<lease_store_backend>("memory", rt, store, store);
     };
     return d;
   }();
   return d;
 }
 
-// A backend built with backend_config::read_only: reads pass through, contending is refused, so
-// nothing that inspects a backend can write to it by accident.
+// The records of a read-only backend: reads pass through, writes are refused.
+class read_only_records final : public record_store {
+ public:
+  explicit read_only_records(record_store& inner) : inner_(inner) {}
+  void async_append_history(const std::string&, const std::string&, std::uint64_t, std::string,
+                            std::size_t, append_handler handler) override {
+    handler(make_error_code(errc::invalid_argument));
+  }
+  void async_read_history(const std::string& name, std::size_t limit,
+                          history_handler handler) override {
+    inner_.async_read_history(name, limit, std::move(handler));
+  }
+  void async_read_controls(const std::string& name, controls_handler handler) override {
+    inner_.async_read_controls(name, std::move(handler));
+  }
+  void async_write_controls(const std::string&, std::uint64_t, std::string,
+                            controls_handler handler) override {
+    handler(make_error_code(errc::invalid_argument), {});
+  }
+
+ private:
+  record_store& inner_;
+};
+
+// A backend built with backend_config::read_only: reads pass through, contending and writing
+// records are refused, so nothing that inspects a backend can write to it by accident.
 class read_only_backend final : public mutex_backend {
  public:
   explicit read_only_backend(std::shared_ptr<mutex_backend> inner) : inner_(std::move(inner)) {}
@@ -51,9 +76,11 @@ class read_only_backend final : public mutex_backend {
   }
   mutex_owner read_owner(const std::string& name) override { return inner_->read_owner(name); }
   std::string read_state(const std::string& name) override { return inner_->read_state(name); }
+  record_store& records() override { return records_; }
 
  private:
   std::shared_ptr<mutex_backend> inner_;
+  read_only_records records_{inner_->records()};
 };
 
 const backend_descriptor& descriptor_of(const backend_config& config) {

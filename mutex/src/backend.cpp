@@ -1,6 +1,7 @@
 #include "baton/mutex/backend.hpp"
 
 #include <future>
+#include <stdexcept>
 
 #include "baton/mutex/errc.hpp"
 #include "baton/mutex/names.hpp"
@@ -9,8 +10,15 @@ namespace baton {
 
 lease_store_backend::lease_store_backend(std::string type, runtime& rt,
                                          std::shared_ptr<lease_store> store,
+                                         std::shared_ptr<record_store> records,
                                          contend_options defaults)
-    : type_(std::move(type)), runtime_(rt), store_(std::move(store)), defaults_(defaults) {}
+    : type_(std::move(type)),
+      runtime_(rt),
+      store_(std::move(store)),
+      records_(std::move(records)),
+      defaults_(defaults) {
+  if (!records_) throw std::invalid_argument("lease_store_backend: no record store");
+}
 
 std::shared_ptr<contend_service> lease_store_backend::make_contend_service(
     const std::string& name, std::shared_ptr<mutex_contender> contender,

@@ -30,6 +30,8 @@ class baton_category final : public std::error_category {
         return "the service was stopped";
       case errc::backend_error:
         return "backend error";
+      case errc::conflict:
+        return "the record changed meanwhile (compare-and-set conflict)";
     }
     return "unknown baton error " + std::to_string(value);
   }

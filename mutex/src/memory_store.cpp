@@ -105,4 +105,83 @@ void memory_lease_store::unwatch(std::uint64_t handle) noexcept {
   watchers_.erase(handle);
 }
 
+void memory_lease_store::async_append_history(const std::string& name, const std::string& owner_id,
+                                              std::uint64_t fence, std::string bytes,
+                                              std::size_t keep, append_handler handler) {
+  std::error_code ec;
+  if (keep == 0 || keep > max_history_keep || bytes.size() > max_history_entry_bytes) {
+    ec = make_error_code(errc::invalid_argument);
+  } else {
+    std::lock_guard lock(mutex_);
+    auto it = records_.find(name);
+    if (it == records_.end() || !it->second.owner.is(owner_id) || it->second.owner.fence != fence) {
+      ec = make_error_code(errc::not_owner);
+    } else {
+      auto& rec = it->second;
+      rec.history.push_back({++rec.history_seq, fence, std::move(bytes)});
+      while (rec.history.size() > keep) rec.history.pop_front();
+    }
+  }
+  handler(ec);
+}
+
+void memory_lease_store::async_read_history(const std::string& name, std::size_t limit,
+                                            history_handler handler) {
+  std::vector<history_entry> out;
+  {
+    std::lock_guard lock(mutex_);
+    if (auto it = records_.find(name); it != records_.end())
+      for (auto e = it->second.history.rbegin();
+           e != it->second.history.rend() && out.size() < limit; ++e)
+        out.push_back(*e);
+  }
+  handler({}, std::move(out));
+}
+
+void memory_lease_store::async_read_controls(const std::string& name, controls_handler handler) {
+  controls_record rec;
+  {
+    std::lock_guard lock(mutex_);
+    if (auto it = records_.find(name); it != records_.end()) rec = it->second.controls;
+  }
+  handler({}, std::move(rec));
+}
+
+void memory_lease_store::async_write_controls(const std::string& name, std::uint64_t expected,
+                                              std::string bytes, controls_handler handler) {
+  if (bytes.size() > max_controls_bytes)
+    return handler(make_error_code(errc::invalid_argument), {});
+  std::error_code ec;
+  controls_record now;
+  std::vector<std::function<void()>> notify;
+  {
+    std::lock_guard lock(mutex_);
+    auto& rec = records_[name].controls;
+    if (rec.version != expected) {
+      ec = make_error_code(errc::conflict);
+    } else {
+      rec.bytes = std::move(bytes);
+      ++rec.version;
+      for (auto& [id, w] : controls_watchers_)
+        if (w.name == name) notify.push_back(w.wake);
+    }
+    now = rec;
+  }
+  handler(ec, std::move(now));
+  for (auto& n : notify) n();
+}
+
+std::uint64_t memory_lease_store::watch_controls(const std::string& name,
+                                                 std::function<void()> changed) {
+  std::lock_guard lock(mutex_);
+  auto id = next_watch_++;
+  controls_watchers_[id] = watcher{name, std::move(changed)};
+  return id;
+}
+
+void memory_lease_store::unwatch_controls(std::uint64_t handle) noexcept {
+  std::lock_guard lock(mutex_);
+  controls_watchers_.erase(handle);
+}
+
 }  // namespace baton

@@ -2,6 +2,7 @@
 
 #include <stdexcept>
 
+#include "baton/mutex/detail/unsupported_records.hpp"
 #include "baton/mutex/duration.hpp"
 
 #include "redis_config.hpp"
@@ -16,7 +17,9 @@ std::shared_ptr<mutex_backend> make_backend(const backend_config& config, runtim
   const auto defaults = detail::lease_defaults(settings);
   validate(defaults);
   auto store = detail::make_store(rt.io(), settings);
-  return std::make_shared<lease_store_backend>("redis", rt, std::move(store), defaults);
+  return std::make_shared<lease_store_backend>(
+      "redis", rt, std::move(store), std::make_shared<baton::detail::unsupported_records>(),
+      defaults);
 }
 
 const backend_descriptor& descriptor() {

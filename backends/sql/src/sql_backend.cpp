@@ -1,5 +1,7 @@
 #include "baton/backends/sql/sql_backend.hpp"
 
+#include "baton/mutex/detail/unsupported_records.hpp"
+
 #include <filesystem>
 #include <mutex>
 
@@ -19,6 +21,7 @@ class read_only_sql_backend final : public lease_store_backend {
  public:
   read_only_sql_backend(runtime& rt, std::shared_ptr<detail::sql_store> store)
       : lease_store_backend(std::string(to_string(store->options().kind)), rt, store,
+                            std::make_shared<baton::detail::unsupported_records>(),
                             detail::lease_defaults(store->options())),
         sql_(std::move(store)) {}
 
@@ -60,8 +63,9 @@ std::shared_ptr<mutex_backend> make_backend(const sql_options& options, runtime&
   detail::validate(options);
   auto store = std::make_shared<detail::sql_store>(options, rt);
   if (options.read_only) return std::make_shared<read_only_sql_backend>(rt, std::move(store));
-  return std::make_shared<lease_store_backend>(std::string(to_string(options.kind)), rt,
-                                               std::move(store), detail::lease_defaults(options));
+  return std::make_shared<lease_store_backend>(
+      std::string(to_string(options.kind)), rt, std::move(store),
+      std::make_shared<baton::detail::unsupported_records>(), detail::lease_defaults(options));
 }
 
 std::shared_ptr<mutex_backend> make_backend(const backend_config& config, runtime& rt) {

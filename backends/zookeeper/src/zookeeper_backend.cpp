@@ -6,6 +6,7 @@
 
 #include "baton/backends/zookeeper/detail.hpp"
 #include "baton/mutex/detail/log.hpp"
+#include "baton/mutex/detail/unsupported_records.hpp"
 #include "baton/mutex/duration.hpp"
 #include "baton/mutex/errc.hpp"
 #include "baton/mutex/names.hpp"
@@ -70,6 +71,8 @@ class zk_backend final : public mutex_backend {
     return r.data;
   }
 
+  record_store& records() override { return records_; }
+
   detail::session& session() noexcept { return *session_; }
 
  private:
@@ -98,6 +101,7 @@ class zk_backend final : public mutex_backend {
   }
 
   std::shared_ptr<detail::session> session_;
+  baton::detail::unsupported_records records_;
 };
 
 zk_backend& as_zookeeper(mutex_backend& backend) {

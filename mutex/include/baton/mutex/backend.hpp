@@ -11,6 +11,7 @@
 #include "baton/mutex/lease_store.hpp"
 #include "baton/mutex/options.hpp"
 #include "baton/mutex/owner.hpp"
+#include "baton/mutex/records.hpp"
 #include "baton/mutex/runtime.hpp"
 
 namespace baton {
@@ -33,13 +34,17 @@ class mutex_backend {
   virtual mutex_owner read_owner(const std::string& name) = 0;
   /// The lease-guarded state of `name` (blocking). Throws std::system_error.
   virtual std::string read_state(const std::string& name) = 0;
+  /// History and controls of every mutex of this backend (records.hpp). The store lives as long
+  /// as the backend.
+  virtual record_store& records() = 0;
 };
 
 /// A mutex_backend over a lease_store (the SQL, Redis and in-memory backends).
 class lease_store_backend : public mutex_backend {
  public:
+  /// `records` serves records(); a store that implements both interfaces may be passed twice.
   lease_store_backend(std::string type, runtime& rt, std::shared_ptr<lease_store> store,
-                      contend_options defaults = {});
+                      std::shared_ptr<record_store> records, contend_options defaults = {});
   std::string_view type() const noexcept override { return type_; }
   contend_options default_options() const override { return defaults_; }
   std::shared_ptr<contend_service> make_contend_service(const std::string& name,
@@ -48,12 +53,14 @@ class lease_store_backend : public mutex_backend {
                                                         std::string contender_id = {}) override;
   mutex_owner read_owner(const std::string& name) override;
   std::string read_state(const std::string& name) override;
+  record_store& records() override { return *records_; }
   const std::shared_ptr<lease_store>& store() const noexcept { return store_; }
 
  private:
   std::string type_;
   runtime& runtime_;
   std::shared_ptr<lease_store> store_;
+  std::shared_ptr<record_store> records_;
   contend_options defaults_;
 };
 

@@ -17,6 +17,7 @@ enum class errc {
   invalid_argument,     ///< bad configuration or arguments
   stopped,              ///< the service was stopped before the operation finished
   backend_error,        ///< any other server-side failure; retryable
+  conflict,             ///< a compare-and-set found another version; read again and retry
 };
 
 /// The category of `baton::errc`.

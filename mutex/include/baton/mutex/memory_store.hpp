@@ -1,16 +1,19 @@
 #pragma once
 /// An in-process lease_store: the same semantics as the real backends, for tests and for
 /// single-process use. Its clock is injectable.
+#include <deque>
 #include <functional>
 #include <map>
 #include <mutex>
 
 #include "baton/mutex/lease_store.hpp"
+#include "baton/mutex/records.hpp"
 
 namespace baton {
 
-/// Owner records kept in memory; every operation completes synchronously (inline).
-class memory_lease_store : public lease_store {
+/// Owner records, history and controls kept in memory; every operation completes synchronously
+/// (inline). Controls changes are pushed to watch_controls() callers.
+class memory_lease_store : public lease_store, public record_store {
  public:
   using clock_function = std::function<backend_time()>;
   /// `clock` defaults to system_clock.
@@ -29,10 +32,24 @@ class memory_lease_store : public lease_store {
                       std::chrono::milliseconds poll_interval, std::function<void()> wake) override;
   void unwatch(std::uint64_t handle) noexcept override;
 
+  void async_append_history(const std::string& name, const std::string& owner_id,
+                            std::uint64_t fence, std::string bytes, std::size_t keep,
+                            append_handler handler) override;
+  void async_read_history(const std::string& name, std::size_t limit,
+                          history_handler handler) override;
+  void async_read_controls(const std::string& name, controls_handler handler) override;
+  void async_write_controls(const std::string& name, std::uint64_t expected, std::string bytes,
+                            controls_handler handler) override;
+  std::uint64_t watch_controls(const std::string& name, std::function<void()> changed) override;
+  void unwatch_controls(std::uint64_t handle) noexcept override;
+
  private:
   struct record {
     mutex_owner owner;
     std::string state;
+    std::deque<history_entry> history;  // oldest first
+    std::uint64_t history_seq = 0;
+    controls_record controls;
   };
   struct watcher {
     std::string name;
@@ -42,6 +59,7 @@ class memory_lease_store : public lease_store {
   std::mutex mutex_;
   std::map<std::string, record> records_;
   std::map<std::uint64_t, watcher> watchers_;
+  std::map<std::uint64_t, watcher> controls_watchers_;
   std::uint64_t next_watch_ = 1;
 };
 
