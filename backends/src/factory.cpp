@@ -76,6 +76,9 @@ class read_only_backend final : public mutex_backend {
   }
   mutex_owner read_owner(const std::string& name) override { return inner_->read_owner(name); }
   std::string read_state(const std::string& name) override { return inner_->read_state(name); }
+  std::optional<std::vector<std::string>> read_waiters(const std::string& name) override {
+    return inner_->read_waiters(name);
+  }
   record_store& records() override { return records_; }
 
  private:

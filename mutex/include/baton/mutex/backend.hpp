@@ -2,9 +2,11 @@
 /// A backend instance: makes contend services for named mutexes and answers status queries.
 #include <map>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "baton/mutex/contend_service.hpp"
 #include "baton/mutex/contender.hpp"
@@ -34,6 +36,12 @@ class mutex_backend {
   virtual mutex_owner read_owner(const std::string& name) = 0;
   /// The lease-guarded state of `name` (blocking). Throws std::system_error.
   virtual std::string read_state(const std::string& name) = 0;
+  /// The contender ids waiting for `name` now, first in line first (blocking). std::nullopt when
+  /// this backend keeps no record of its waiters (SQL: waiters only poll). Throws
+  /// std::system_error.
+  virtual std::optional<std::vector<std::string>> read_waiters(const std::string& name) {
+    return std::nullopt;
+  }
   /// History and controls of every mutex of this backend (records.hpp). The store lives as long
   /// as the backend.
   virtual record_store& records() = 0;
