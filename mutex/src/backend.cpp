@@ -3,6 +3,7 @@
 #include <future>
 #include <stdexcept>
 
+#include "baton/mutex/detail/unsupported_records.hpp"
 #include "baton/mutex/errc.hpp"
 #include "baton/mutex/names.hpp"
 
@@ -19,6 +20,18 @@ lease_store_backend::lease_store_backend(std::string type, runtime& rt,
       defaults_(defaults) {
   if (!records_) throw std::invalid_argument("lease_store_backend: no record store");
 }
+
+namespace {
+std::shared_ptr<record_store> records_of(const std::shared_ptr<lease_store>& store) {
+  if (auto r = std::dynamic_pointer_cast<record_store>(store)) return r;
+  return std::make_shared<detail::unsupported_records>();
+}
+}  // namespace
+
+lease_store_backend::lease_store_backend(std::string type, runtime& rt,
+                                         std::shared_ptr<lease_store> store,
+                                         contend_options defaults)
+    : lease_store_backend(std::move(type), rt, store, records_of(store), defaults) {}
 
 std::shared_ptr<contend_service> lease_store_backend::make_contend_service(
     const std::string& name, std::shared_ptr<mutex_contender> contender,

@@ -53,6 +53,10 @@ class lease_store_backend : public mutex_backend {
   /// `records` serves records(); a store that implements both interfaces may be passed twice.
   lease_store_backend(std::string type, runtime& rt, std::shared_ptr<lease_store> store,
                       std::shared_ptr<record_store> records, contend_options defaults = {});
+  /// records() is `store` itself if it is also a record_store; else every record request
+  /// fails with errc::backend_error (a lease_store made before history and controls existed).
+  lease_store_backend(std::string type, runtime& rt, std::shared_ptr<lease_store> store,
+                      contend_options defaults = {});
   std::string_view type() const noexcept override { return type_; }
   contend_options default_options() const override { return defaults_; }
   std::shared_ptr<contend_service> make_contend_service(const std::string& name,

@@ -1,6 +1,6 @@
 #pragma once
-// TEMPORARY (issue 15 in progress): a record_store that answers every request with
-// errc::backend_error, for backends whose native history/controls are not written yet.
+// A record_store that answers every request with errc::backend_error: the records of a
+// lease_store_backend built over a lease_store that keeps none.
 #include <memory>
 
 #include "baton/mutex/errc.hpp"
