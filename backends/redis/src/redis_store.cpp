@@ -33,10 +33,10 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
-#include <charconv>
 #include <boost/asio/defer.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/strand.hpp>
+#include <charconv>
 #include <map>
 #include <set>
 
@@ -51,8 +51,8 @@ namespace {
 using std::chrono::milliseconds;
 
 struct mutex_keys {
-  std::string owner, fence, queue, alive, handoff, state, wake_prefix, events, history,
-      history_seq, controls, controls_channel;
+  std::string owner, fence, queue, alive, handoff, state, wake_prefix, events, history, history_seq,
+      controls, controls_channel;
 };
 
 enum script_id : std::size_t {
@@ -257,13 +257,13 @@ class store_core : public std::enable_shared_from_this<store_core> {
                                   std::to_string(keep)};
     on_strand([=, keys = std::move(keys), args = std::move(args),
                handler = std::move(handler)](store_core& self) mutable {
-      self.eval(append_history_script, std::move(keys), std::move(args),
-                [&self, name, handler = std::move(handler)](std::error_code ec, reply r) {
-                  if (!(ec = self.check("append_history", name, ec, r)) &&
-                      r.type != reply::kind::integer)
-                    ec = self.unexpected("append_history", name, r, "an integer");
-                  handler(ec);
-                });
+      self.eval(
+          append_history_script, std::move(keys), std::move(args),
+          [&self, name, handler = std::move(handler)](std::error_code ec, reply r) {
+            if (!(ec = self.check("append_history", name, ec, r)) && r.type != reply::kind::integer)
+              ec = self.unexpected("append_history", name, r, "an integer");
+            handler(ec);
+          });
     });
   }
 
@@ -273,47 +273,46 @@ class store_core : public std::enable_shared_from_this<store_core> {
     // LRANGE's stop is inclusive; the list never holds more than max_history_keep entries.
     const auto stop = std::min<std::size_t>(limit, max_history_keep) - 1;
     std::vector<std::string> command{"LRANGE", keys(name).history, "0", std::to_string(stop)};
-    on_strand(
-        [=, command = std::move(command), handler = std::move(handler)](store_core& self) mutable {
-          self.command_->exec(std::move(command), [&self, name, handler = std::move(handler)](
-                                                      std::error_code ec, reply r) {
-            if ((ec = self.check("read_history", name, ec, r))) return handler(ec, {});
-            std::vector<history_entry> out;
-            if (r.type != reply::kind::array)
-              return handler(self.unexpected("read_history", name, r, "an array"), {});
-            for (const auto& e : r.elements) {
-              history_entry entry;
-              if (e.type != reply::kind::string || !parse_entry(e.str, entry))
-                return handler(
-                    self.unexpected("read_history", name, e, "'<seq> <fence> <bytes>'"), {});
-              out.push_back(std::move(entry));
-            }
-            handler({}, std::move(out));
-          });
-        });
+    on_strand([=, command = std::move(command),
+               handler = std::move(handler)](store_core& self) mutable {
+      self.command_->exec(std::move(command), [&self, name, handler = std::move(handler)](
+                                                  std::error_code ec, reply r) {
+        if ((ec = self.check("read_history", name, ec, r))) return handler(ec, {});
+        std::vector<history_entry> out;
+        if (r.type != reply::kind::array)
+          return handler(self.unexpected("read_history", name, r, "an array"), {});
+        for (const auto& e : r.elements) {
+          history_entry entry;
+          if (e.type != reply::kind::string || !parse_entry(e.str, entry))
+            return handler(self.unexpected("read_history", name, e, "'<seq> <fence> <bytes>'"), {});
+          out.push_back(std::move(entry));
+        }
+        handler({}, std::move(out));
+      });
+    });
   }
 
   void read_controls(const std::string& name, record_store::controls_handler handler) {
     std::vector<std::string> command{"HMGET", keys(name).controls, "version", "bytes"};
-    on_strand(
-        [=, command = std::move(command), handler = std::move(handler)](store_core& self) mutable {
-          self.command_->exec(std::move(command), [&self, name, handler = std::move(handler)](
-                                                      std::error_code ec, reply r) {
-            if ((ec = self.check("read_controls", name, ec, r))) return handler(ec, {});
-            controls_record rec;
-            const bool ok = r.type == reply::kind::array && r.elements.size() == 2 &&
-                            (r.elements[0].type == reply::kind::nil ||
-                             (r.elements[0].type == reply::kind::string &&
-                              parse_u64(r.elements[0].str, rec.version))) &&
-                            (r.elements[1].type == reply::kind::nil ||
-                             r.elements[1].type == reply::kind::string);
-            if (!ok)
-              return handler(
-                  self.unexpected("read_controls", name, r, "a version and bytes, or nils"), {});
-            rec.bytes = std::move(r.elements[1].str);
-            handler({}, std::move(rec));
-          });
-        });
+    on_strand([=, command = std::move(command),
+               handler = std::move(handler)](store_core& self) mutable {
+      self.command_->exec(std::move(command), [&self, name, handler = std::move(handler)](
+                                                  std::error_code ec, reply r) {
+        if ((ec = self.check("read_controls", name, ec, r))) return handler(ec, {});
+        controls_record rec;
+        const bool ok =
+            r.type == reply::kind::array && r.elements.size() == 2 &&
+            (r.elements[0].type == reply::kind::nil ||
+             (r.elements[0].type == reply::kind::string &&
+              parse_u64(r.elements[0].str, rec.version))) &&
+            (r.elements[1].type == reply::kind::nil || r.elements[1].type == reply::kind::string);
+        if (!ok)
+          return handler(self.unexpected("read_controls", name, r, "a version and bytes, or nils"),
+                         {});
+        rec.bytes = std::move(r.elements[1].str);
+        handler({}, std::move(rec));
+      });
+    });
   }
 
   void write_controls(const std::string& name, std::uint64_t expected, std::string bytes,
@@ -325,24 +324,23 @@ class store_core : public std::enable_shared_from_this<store_core> {
     std::vector<std::string> args{std::to_string(expected), std::move(bytes), k.controls_channel};
     on_strand([=, keys = std::move(keys), args = std::move(args),
                handler = std::move(handler)](store_core& self) mutable {
-      self.eval(write_controls_script, std::move(keys), std::move(args),
-                [&self, name, handler = std::move(handler)](std::error_code ec, reply r) {
-                  if ((ec = self.check("write_controls", name, ec, r))) return handler(ec, {});
-                  const bool ok = r.type == reply::kind::array && r.elements.size() == 3 &&
-                                  r.elements[0].type == reply::kind::integer &&
-                                  r.elements[1].type == reply::kind::integer &&
-                                  r.elements[1].integer >= 0 &&
-                                  r.elements[2].type == reply::kind::string;
-                  if (!ok)
-                    return handler(self.unexpected("write_controls", name, r,
-                                                   "{written, version, bytes}"),
-                                   {});
-                  controls_record rec{std::move(r.elements[2].str),
-                                      static_cast<std::uint64_t>(r.elements[1].integer)};
-                  handler(r.elements[0].integer == 1 ? std::error_code{}
-                                                     : make_error_code(errc::conflict),
-                          std::move(rec));
-                });
+      self.eval(
+          write_controls_script, std::move(keys), std::move(args),
+          [&self, name, handler = std::move(handler)](std::error_code ec, reply r) {
+            if ((ec = self.check("write_controls", name, ec, r))) return handler(ec, {});
+            const bool ok = r.type == reply::kind::array && r.elements.size() == 3 &&
+                            r.elements[0].type == reply::kind::integer &&
+                            r.elements[1].type == reply::kind::integer &&
+                            r.elements[1].integer >= 0 && r.elements[2].type == reply::kind::string;
+            if (!ok)
+              return handler(
+                  self.unexpected("write_controls", name, r, "{written, version, bytes}"), {});
+            controls_record rec{std::move(r.elements[2].str),
+                                static_cast<std::uint64_t>(r.elements[1].integer)};
+            handler(
+                r.elements[0].integer == 1 ? std::error_code{} : make_error_code(errc::conflict),
+                std::move(rec));
+          });
     });
   }
 
