@@ -201,6 +201,10 @@ TEST(sql_schema, code_runs_the_shipped_files) {
     EXPECT_EQ(baton::backends::sql::schema_sql(d), shipped) << file;
     auto renamed = baton::backends::sql::schema_sql(d, "my_locks");
     EXPECT_NE(renamed.find("CREATE TABLE IF NOT EXISTS my_locks ("), std::string::npos) << file;
+    EXPECT_NE(renamed.find("CREATE TABLE IF NOT EXISTS my_locks_history ("), std::string::npos)
+        << file;
+    EXPECT_NE(renamed.find("CREATE TABLE IF NOT EXISTS my_locks_controls ("), std::string::npos)
+        << file;
     EXPECT_EQ(renamed.find("baton_mutex"), std::string::npos) << file;
   }
 }
