@@ -326,7 +326,7 @@ class schedule_runner : public mutex_contender,
       detail::log().info("schedule '{}': resumed", name());
       // Restart the cadence from the last fire recorded: slots skipped while paused are missed
       // fires now, and the misfire policy decides (run_once: one catch-up run; skip: dropped).
-      plan_.start(state_.fire, clock_->now_system());
+      plan_.resume(state_.fire, clock_->now_system());
       evaluate();
     } else if (requests) {
       evaluate();
