@@ -211,10 +211,11 @@ std::string lease_problem_path(const setting_problem& problem, const lease_confi
 // schedules
 
 const std::initializer_list<std::string_view> schedule_keys{
-    "name",        "every",     "cron", "mode",    "initial_delay",
-    "time_zone",   "command",   "env",  "timeout", "kill_grace",
-    "misfire",     "lease",     "user", "group",   "working_directory",
-    "inherit_env", "log_output"};
+    "name",         "every",      "cron",    "mode",           "initial_delay",
+    "time_zone",    "command",    "env",     "timeout",        "kill_grace",
+    "misfire",      "lease",      "user",    "group",          "working_directory",
+    "inherit_env",  "log_output", "history", "history_output", "retries",
+    "retry_backoff"};
 
 // ---------------------------------------------------------------------------------------------
 // job environment and output: inherit_env, log_output (top level and per schedule)
@@ -266,6 +267,55 @@ void read_job_output_and_env(reader& r, const json& object, const std::string& p
     if (auto b = read_bool(r, *it, child(path, "inherit_env"))) inherit_env = *b;
   if (auto it = object.find("log_output"); it != object.end())
     if (auto size = read_size(r, *it, child(path, "log_output"))) log_output = *size;
+}
+
+// A whole number in [0, max] (JSON integer).
+template <typename Int>
+std::optional<Int> read_count(reader& r, const json& value, const std::string& path,
+                              std::uint64_t max, const char* unit) {
+  if (!value.is_number_integer() ||
+      (value.is_number_integer() && !value.is_number_unsigned() && value.get<std::int64_t>() < 0)) {
+    r.error(path, "expected a whole number of " + std::string(unit) + " from 0 to " +
+                      std::to_string(max) + ", found " +
+                      (value.is_number() ? value.dump() : detail::describe_type(value)));
+    return std::nullopt;
+  }
+  const auto n = value.get<std::uint64_t>();
+  if (n > max) {
+    r.error(path,
+            "must be at most " + std::to_string(max) + " " + unit + ", found " + std::to_string(n));
+    return std::nullopt;
+  }
+  return static_cast<Int>(n);
+}
+
+// `history`, `history_output`, `retries` and `retry_backoff` of `object` (the top level or a
+// schedule), left as they are when absent or malformed.
+template <typename History, typename Output, typename Retries, typename Backoff>
+void read_run_records(reader& r, const json& object, const std::string& path, History& history,
+                      Output& history_output, Retries& retries, Backoff& retry_backoff) {
+  if (auto it = object.find("history"); it != object.end())
+    if (auto n =
+            read_count<std::size_t>(r, *it, child(path, "history"), max_history_keep, "records"))
+      history = *n;
+  if (auto it = object.find("history_output"); it != object.end())
+    if (auto size = read_size(r, *it, child(path, "history_output"))) {
+      if (*size > max_history_output)
+        r.error(child(path, "history_output"),
+                "must be at most 8KiB (a history record is at most 64KiB), found " +
+                    std::to_string(*size) + " bytes");
+      else
+        history_output = *size;
+    }
+  if (auto it = object.find("retries"); it != object.end())
+    if (auto n = read_count<unsigned>(r, *it, child(path, "retries"), 100, "retries")) retries = *n;
+  if (auto it = object.find("retry_backoff"); it != object.end())
+    if (auto d = r.duration(*it, child(path, "retry_backoff"))) {
+      if (*d <= milliseconds::zero())
+        r.error(child(path, "retry_backoff"), "must be greater than 0s");
+      else
+        retry_backoff = *d;
+    }
 }
 
 // Variables the command job sets itself.
@@ -474,6 +524,7 @@ std::optional<schedule_config> read_schedule(reader& r, const json& s, const std
   if (s.contains("time_zone") && when && std::holds_alternative<cron_trigger>(*when))
     out.time_zone = std::get<cron_trigger>(*when).expression.time_zone();  // ${NAME} substituted
   read_job_output_and_env(r, s, path, out.inherit_env, out.log_output);
+  read_run_records(r, s, path, out.history, out.history_output, out.retries, out.retry_backoff);
   read_identity(r, s, path, out);
   if (auto it = s.find("working_directory"); it != s.end()) {
     const std::string at = child(path, "working_directory");
@@ -601,9 +652,10 @@ daemon_config read_config(reader& r, std::string_view text, const std::string& s
                     detail::describe_type(root));
     r.throw_if_failed();
   }
-  r.allowed_keys(root, "",
-                 {"backend", "lease", "kill_grace", "stop_timeout", "log_level", "inherit_env",
-                  "log_output", "schedules"});
+  r.allowed_keys(
+      root, "",
+      {"backend", "lease", "kill_grace", "stop_timeout", "log_level", "inherit_env", "log_output",
+       "history", "history_output", "retries", "retry_backoff", "schedules"});
   const auto errors_before_backend = r.error_count();
   const backend_descriptor* descriptor = nullptr;
   guarded(r, "/backend", [&] { config.backend = read_backend(r, root, base_dir, descriptor); });
@@ -634,6 +686,8 @@ daemon_config read_config(reader& r, std::string_view text, const std::string& s
     });
   }
   read_job_output_and_env(r, root, "", config.inherit_env, config.log_output);
+  read_run_records(r, root, "", config.history, config.history_output, config.retries,
+                   config.retry_backoff);
 
   std::map<std::string, std::string> names;  // name -> path of its first schedule
   std::set<std::string> lease_unchecked;     // schedules whose lease object had errors
@@ -693,6 +747,9 @@ daemon_config read_config(reader& r, std::string_view text, const std::string& s
       if (p.field == "name" || p.field == "every" || p.field == "initial_delay" ||
           p.field == "timeout")
         report(child(s.path, p.field), p.message);
+      else if (p.field == "history" || p.field == "history_output" ||
+               p.field == "retry_backoff")  // checked when read; here for completeness
+        report(child(s.has_own(p.field) ? s.path : std::string(), p.field), p.message);
       else if (p.field == "job")
         report(child(s.path, "command"), p.message);
       else

@@ -43,6 +43,10 @@ schedule_options make_schedule_options(const daemon_config& config, const schedu
   opts.timeout = s.timeout;
   opts.stop_grace = config.stop_grace_for(s, backend_defaults);
   opts.misfire = s.misfire;
+  opts.history = s.history.value_or(config.history);
+  opts.history_output = static_cast<std::size_t>(s.history_output.value_or(config.history_output));
+  opts.retries = s.retries.value_or(config.retries);
+  opts.retry_backoff = s.retry_backoff.value_or(config.retry_backoff);
   return opts;
 }
 
@@ -51,6 +55,10 @@ std::string fingerprint(const daemon_config& config, const schedule_config& s,
   using nlohmann::json;
   json j;
   j["name"] = s.name;
+  j["records"] = {
+      s.history.value_or(config.history), s.history_output.value_or(config.history_output),
+      s.retries.value_or(config.retries), s.retry_backoff.value_or(config.retry_backoff).count()};
+
   if (const auto* every = std::get_if<every_trigger>(&s.when)) {
     j["every"] = {every->period.count(), static_cast<int>(every->mode),
                   every->initial_delay.count()};

@@ -413,6 +413,57 @@ TEST(config_job_output, inherit_env_log_output_and_the_withheld_names_are_part_o
             fingerprint(R"(, "kill_grace": "1s")", ""));
 }
 
+TEST(config_run_records, history_retries_and_backoff_default_and_override_per_schedule) {
+  const baton::contend_options defaults{};
+  const auto c = parse(R"({"backend": {"type": "memory"}, "history": 20, "history_output": "1KiB",
+      "retries": 2, "retry_backoff": "30s", "schedules": [
+      {"name": "a", "every": "1s", "command": ["x"]},
+      {"name": "b", "every": "1s", "command": ["x"], "history": 0, "history_output": "0B",
+       "retries": 0, "retry_backoff": "1m"}]})");
+  const auto a = baton::config::make_schedule_options(c, c.schedules[0], defaults);
+  EXPECT_EQ(a.history, 20u);
+  EXPECT_EQ(a.history_output, 1024u);
+  EXPECT_EQ(a.retries, 2u);
+  EXPECT_EQ(a.retry_backoff, std::chrono::seconds{30});
+  const auto b = baton::config::make_schedule_options(c, c.schedules[1], defaults);
+  EXPECT_EQ(b.history, 0u);
+  EXPECT_EQ(b.history_output, 0u);
+  EXPECT_EQ(b.retries, 0u);
+  EXPECT_EQ(b.retry_backoff, std::chrono::minutes{1});
+  const auto plain = parse(with_schedule(R"("name": "a", "every": "1s", "command": ["x"])"));
+  const auto p = baton::config::make_schedule_options(plain, plain.schedules[0], defaults);
+  EXPECT_EQ(p.history, 50u);
+  EXPECT_EQ(p.history_output, 4096u);
+  EXPECT_EQ(p.retries, 0u);
+  EXPECT_EQ(p.retry_backoff, std::chrono::seconds{10});
+  // They change how a schedule runs: part of the fingerprint.
+  EXPECT_NE(baton::config::fingerprint(c, c.schedules[0], defaults),
+            baton::config::fingerprint(plain, plain.schedules[0], defaults));
+}
+
+TEST(config_run_records, bad_values_name_their_path) {
+  auto error = [](const std::string& top, const std::string& schedule) {
+    return one_error(
+        with_schedule(R"("name": "a", "every": "1s", "command": ["x"])" + schedule, top));
+  };
+  EXPECT_THAT(error(R"(, "history": -1)", ""),
+              HasSubstr("test.json: /history: expected a whole number of records from 0 to 10000"));
+  EXPECT_THAT(error("", R"(, "history": 10001)"),
+              HasSubstr("/schedules/0/history: must be at most 10000 records"));
+  EXPECT_THAT(error("", R"(, "history": "50")"),
+              HasSubstr("/schedules/0/history: expected a whole number"));
+  EXPECT_THAT(error("", R"(, "history_output": "64KiB")"),
+              HasSubstr("/schedules/0/history_output: must be at most 8KiB"));
+  EXPECT_THAT(error(R"(, "history_output": 4096)", ""),
+              HasSubstr("/history_output: expected a size string"));
+  EXPECT_THAT(error("", R"(, "retries": 1.5)"),
+              HasSubstr("/schedules/0/retries: expected a whole number of retries"));
+  EXPECT_THAT(error(R"(, "retries": 101)", ""), HasSubstr("/retries: must be at most 100"));
+  EXPECT_THAT(error("", R"(, "retry_backoff": "0s")"),
+              HasSubstr("/schedules/0/retry_backoff: must be greater than 0s"));
+  EXPECT_THAT(error(R"(, "retry_backoff": "soon")", ""), HasSubstr("/retry_backoff: "));
+}
+
 // ---------------------------------------------------------------------------------------------
 // one error per class, each naming file and JSON path
 

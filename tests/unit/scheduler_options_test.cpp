@@ -16,8 +16,7 @@ using namespace std::chrono_literals;
 class scheduler_options_test : public ::testing::Test {
  protected:
   scheduler_options_test()
-      : store_(std::make_shared<memory_lease_store>()),
-        backend_("memory", rt_, store_, store_),
+      : backend_("memory", rt_, store_, store_),
         sched_(backend_, rt_, scheduler_options{1, std::nullopt, "node-1", nullptr}) {}
 
   static schedule_options valid(std::string name = "job-1") {
@@ -39,7 +38,7 @@ class scheduler_options_test : public ::testing::Test {
   }
 
   runtime rt_{runtime::options{1, 1}};
-  std::shared_ptr<memory_lease_store> store_;
+  std::shared_ptr<memory_lease_store> store_ = std::make_shared<memory_lease_store>();
   lease_store_backend backend_;
   scheduler sched_;
 };

@@ -472,3 +472,91 @@ TEST(schedule_state, rejects_empty_and_malformed_text) {
 
 }  // namespace
 }  // namespace baton
+
+namespace baton {
+namespace {
+
+using namespace std::chrono_literals;
+using detail::schedule_state;
+
+TEST(schedule_state, v1_is_kept_without_manual_runs_and_v2_carries_them) {
+  const auto t = detail::sys_time{std::chrono::milliseconds{1'700'000'000'123}};
+  schedule_state s{detail::recorded_fire{t, 4, std::nullopt}, 0};
+  EXPECT_EQ(detail::format_state(s), "v1 1700000000123 4");
+  EXPECT_EQ(detail::parse_state("v1 1700000000123 4"), s);
+  s.manual_runs = 3;
+  s.fire->last_end = t + 5s;
+  EXPECT_EQ(detail::format_state(s), "v2 3 1700000000123 4 1700000005123");
+  EXPECT_EQ(detail::parse_state(detail::format_state(s)), s);
+  const schedule_state manual_only{std::nullopt, 2};
+  EXPECT_EQ(detail::format_state(manual_only), "v2 2");
+  EXPECT_EQ(detail::parse_state("v2 2"), manual_only);
+  EXPECT_EQ(detail::parse_state(""), schedule_state{});
+  for (const char* bad : {"v2", "v2 x", "v2 1 2", "v3 1", "v1 1", "v2 -1 5 6"})
+    EXPECT_FALSE(detail::parse_state(bad).has_value()) << bad;
+}
+
+TEST(run_outcome_rules, a_requested_stop_wins_then_signal_then_throw) {
+  run_report none;
+  run_report signalled;
+  signalled.signal = 9;
+  using detail::stop_cause;
+  EXPECT_EQ(detail::classify_outcome(stop_cause::timeout, true, signalled), run_outcome::timed_out);
+  EXPECT_EQ(detail::classify_outcome(stop_cause::lost_lease, true, signalled),
+            run_outcome::lost_lease);
+  EXPECT_EQ(detail::classify_outcome(stop_cause::shutdown, false, none), run_outcome::lost_lease);
+  EXPECT_EQ(detail::classify_outcome(stop_cause::none, true, signalled), run_outcome::killed);
+  EXPECT_EQ(detail::classify_outcome(stop_cause::none, true, none), run_outcome::failed);
+  EXPECT_EQ(detail::classify_outcome(stop_cause::none, false, none), run_outcome::succeeded);
+  EXPECT_TRUE(detail::retryable(run_outcome::failed));
+  EXPECT_TRUE(detail::retryable(run_outcome::killed));
+  EXPECT_TRUE(detail::retryable(run_outcome::timed_out));
+  EXPECT_FALSE(detail::retryable(run_outcome::lost_lease));
+  EXPECT_FALSE(detail::retryable(run_outcome::succeeded));
+  EXPECT_FALSE(detail::retryable(run_outcome::skipped_paused));
+}
+
+TEST(retry_rules, the_delay_doubles_saturates_and_a_retry_must_come_before_the_next_fire) {
+  EXPECT_EQ(detail::retry_delay(10s, 1), 10s);
+  EXPECT_EQ(detail::retry_delay(10s, 2), 20s);
+  EXPECT_EQ(detail::retry_delay(10s, 4), 80s);
+  EXPECT_EQ(detail::retry_delay(10s, 1000), std::chrono::hours{24});
+  const auto t = detail::sys_time{} + 1h;
+  EXPECT_TRUE(detail::retry_fits(t, std::nullopt));
+  EXPECT_TRUE(detail::retry_fits(t, t + 1ms));
+  EXPECT_FALSE(detail::retry_fits(t, t));
+  EXPECT_FALSE(detail::retry_fits(t, t - 1s));
+}
+
+TEST(history_queue, drops_the_oldest_beyond_its_bound) {
+  detail::history_queue q(2);
+  EXPECT_EQ(q.push({1, "a"}), 0u);
+  EXPECT_EQ(q.push({1, "b"}), 0u);
+  EXPECT_EQ(q.push({2, "c"}), 1u);
+  EXPECT_EQ(q.size(), 2u);
+  EXPECT_EQ(q.front().bytes, "b");
+  q.pop();
+  EXPECT_EQ(q.front().fence, 2u);
+}
+
+TEST(schedule_plan_resume, slots_skipped_while_paused_are_caught_up_once_or_dropped) {
+  const auto t0 = detail::sys_time{std::chrono::milliseconds{1'700'000'000'000}};
+  const detail::recorded_fire last{t0, 1, std::nullopt};
+  // Paused for 5 periods; the last slot came 100 ms before the resume (inside the on-time window
+  // of an acquisition, but a resume treats it as missed).
+  const auto now = t0 + 5 * 200ms + 100ms;
+  detail::schedule_plan run_once(every_trigger{200ms}, misfire_policy::run_once);
+  run_once.resume(last, now);
+  auto d = run_once.due(now);
+  EXPECT_EQ(d.what, detail::decision::start);
+  EXPECT_TRUE(d.catch_up);
+  EXPECT_EQ(d.slot, t0 + 1000ms);
+  detail::schedule_plan skip(every_trigger{200ms}, misfire_policy::skip);
+  skip.resume(last, now);
+  d = skip.due(now);
+  EXPECT_TRUE(d.dropped);
+  EXPECT_EQ(d.wake, t0 + 1200ms);
+}
+
+}  // namespace
+}  // namespace baton

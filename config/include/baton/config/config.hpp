@@ -75,11 +75,22 @@ struct schedule_config {
   std::chrono::milliseconds timeout{0};                 ///< 0 = no timeout
   std::optional<std::chrono::milliseconds> kill_grace;  ///< overrides the top-level kill_grace
   misfire_policy misfire = misfire_policy::run_once;
-  std::optional<bool> inherit_env;          ///< overrides the top-level inherit_env
-  std::optional<std::uint64_t> log_output;  ///< overrides the top-level log_output (bytes)
+  std::optional<bool> inherit_env;              ///< overrides the top-level inherit_env
+  std::optional<std::uint64_t> log_output;      ///< overrides the top-level log_output (bytes)
+  std::optional<std::size_t> history;           ///< overrides the top-level history
+  std::optional<std::uint64_t> history_output;  ///< overrides the top-level history_output
+  std::optional<unsigned> retries;              ///< overrides the top-level retries
+  std::optional<std::chrono::milliseconds> retry_backoff;  ///< overrides the top-level one
   lease_config lease;  ///< this schedule's `lease` object only (see daemon_config::lease_for)
   bool lease_present = false;  ///< the schedule has a `lease` object (even an empty one)
   std::string path;            ///< JSON path of the entry, "/schedules/3", for messages
+
+  /// True when the schedule sets `field` (history, history_output, retries, retry_backoff)
+  /// itself instead of taking the top-level value.
+  bool has_own(std::string_view field) const {
+    return (field == "history" && history) || (field == "history_output" && history_output) ||
+           (field == "retries" && retries) || (field == "retry_backoff" && retry_backoff);
+  }
 };
 
 /// A whole config file.
@@ -105,6 +116,12 @@ struct daemon_config {
   bool inherit_env = false;
   /// Most bytes of each output stream of a run that go to the log.
   std::uint64_t log_output = 64 * 1024;
+  /// History records kept per schedule in the backend (0: none); schedule_options::history.
+  std::size_t history = 50;
+  /// Most bytes of a run's stderr kept in its history record (0: none).
+  std::uint64_t history_output = 4096;
+  unsigned retries = 0;  ///< retries of a failed, killed or timed-out attempt
+  std::chrono::milliseconds retry_backoff{10'000};  ///< wait before retry 1, doubling
   /// Every variable name the file referenced as `${NAME}`, anywhere (backend included).
   std::set<std::string> referenced_env;
   std::vector<schedule_config> schedules;
