@@ -6,7 +6,8 @@
 # usage: bench/run.sh [--quick] [--only NAME[,NAME...]] [--backends B[,B...]] [--out DIR]
 #
 #   --quick          fewer samples (a smoke run; results are not for committing)
-#   --only NAMES     run only these benchmarks: handover, takeover, throughput, scale, peers
+#   --only NAMES     run only these benchmarks: handover, takeover, throughput, scale, peers,
+#                    history
 #   --backends LIST  only these backends (sqlite,postgresql,mysql,redis,zookeeper)
 #   --out DIR        where results.json and RESULTS.md go (default: bench/)
 set -euo pipefail
@@ -15,7 +16,7 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
 
 quick=0
-only="handover,takeover,throughput,scale,peers"
+only="handover,takeover,throughput,scale,peers,history"
 out="$ROOT/bench"
 while (($#)); do
   case "$1" in
@@ -88,6 +89,7 @@ run takeover "$BATON_BENCH_BIN/baton_takeover_bench"
 run throughput "$BATON_BENCH_BIN/baton_throughput_bench"
 run scale "$BATON_BENCH_BIN/baton_scale_bench"
 run peers "$PY" "$ROOT/bench/peers/peers.py"
+run history "$BATON_BENCH_BIN/baton_history_bench"
 
 mv "$results.tmp" "$results"
 "$PY" "$ROOT/bench/report.py" "$results" >"$out/RESULTS.md"

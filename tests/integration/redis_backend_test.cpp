@@ -836,6 +836,80 @@ TEST_F(redis_test, three_processes_through_killed_subscriptions_and_flushall_nev
 
 // -------------------------------------------------------------------------------- bad input
 
+TEST_F(redis_test, history_and_controls_keys_share_the_mutex_hash_tag) {
+  const auto name = unique_name("record-keys");
+  auto a = acquire(name, "a");
+  ASSERT_FALSE(a.ec);
+  auto& records = backend_->records();
+  ASSERT_FALSE(wait_done([&](auto h) {
+    records.async_append_history(name, "a", a.grant.owner.fence, "run 1", 2, h);
+  }));
+  baton::write_controls(records, name, 0, "{}");
+  const auto base = "baton:{" + name + "}";
+  EXPECT_EQ(raw_->run({"TYPE", base + ":history"}), "list");
+  EXPECT_EQ(raw_->run({"LRANGE", base + ":history", "0", "-1"}),
+            "1 " + std::to_string(a.grant.owner.fence) + " run 1");
+  EXPECT_EQ(raw_->run({"GET", base + ":history:seq"}), "1");
+  EXPECT_EQ(raw_->run({"HMGET", base + ":controls", "version", "bytes"}), "1 {}");
+  // Released: the old owner no longer writes history.
+  ASSERT_FALSE(release(name, "a"));
+  EXPECT_EQ(wait_done([&](auto h) {
+              records.async_append_history(name, "a", a.grant.owner.fence, "late", 2, h);
+            }),
+            baton::errc::not_owner);
+}
+
+TEST_F(redis_test, a_controls_watch_survives_a_server_restart) {
+  const auto name = unique_name("controls-restart");
+  std::atomic<int> calls{0};
+  auto& records = backend_->records();
+  const auto handle = records.watch_controls(name, [&] { ++calls; });
+  const auto channel = "baton:{" + name + "}:controls:changed";
+  auto subscribed = [&] {
+    try {
+      return raw_->run({"PUBSUB", "NUMSUB", channel}) == channel + " 1";
+    } catch (const std::exception&) {
+      raw_ = std::make_unique<raw_redis>(url_);  // the server restarted under it
+      return false;
+    }
+  };
+  ASSERT_TRUE(baton::test::wait_until(subscribed, 10s));
+  ASSERT_TRUE(baton::test::server_ctl("restart", "redis"));
+  raw_ = std::make_unique<raw_redis>(url_);
+  ASSERT_TRUE(baton::test::wait_until(subscribed, 20s)) << "not subscribed again";
+  // Another node writes after the restart: the push arrives on the new subscription.
+  const int before = calls.load();
+  baton::runtime rt;
+  auto other = baton::backends::redis::make_backend(redis_config(url_), rt);
+  baton::controls_record written;
+  ASSERT_TRUE(baton::test::wait_until(
+      [&] {
+        try {
+          written = baton::write_controls(other->records(), name, 0, "paused");
+          return true;
+        } catch (const std::system_error&) {
+          return false;
+        }
+      },
+      20s));
+  EXPECT_EQ(written.version, 1u);
+  EXPECT_TRUE(baton::test::wait_until([&] { return calls.load() > before; }, 10s));
+  records.unwatch_controls(handle);
+}
+
+TEST_F(redis_test, read_waiters_lists_the_queue_in_order_and_the_reserved_waiter_first) {
+  const auto name = unique_name("waiters");
+  ASSERT_FALSE(acquire(name, "owner").ec);
+  ASSERT_FALSE(acquire(name, "w1").ec);
+  ASSERT_FALSE(acquire(name, "w2").ec);
+  EXPECT_EQ(backend_->read_waiters(name), (std::vector<std::string>{"w1", "w2"}));
+  // The release reserves the mutex for w1 (the handoff window): still first in line.
+  ASSERT_FALSE(release(name, "owner"));
+  EXPECT_EQ(backend_->read_waiters(name), (std::vector<std::string>{"w1", "w2"}));
+  ASSERT_FALSE(acquire(name, "w1").ec);
+  EXPECT_EQ(backend_->read_waiters(name), (std::vector<std::string>{"w2"}));
+}
+
 TEST(redis_config, malformed_urls_are_rejected_naming_the_url_and_the_problem) {
   baton::runtime rt;
   struct bad {

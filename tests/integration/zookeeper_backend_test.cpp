@@ -30,6 +30,7 @@
 #include "baton/backends/zookeeper/detail.hpp"
 #include "baton/mutex/errc.hpp"
 #include "baton/mutex/locker.hpp"
+#include "baton/mutex/records.hpp"
 #include "support/env.hpp"
 #include "support/process.hpp"
 
@@ -126,6 +127,10 @@ class inspector {
     });
     if (rc == ZOK && data) data->assign(buffer, len > 0 ? len : 0);
     return rc;
+  }
+
+  int remove(const std::string& path) {
+    return retry([&] { return zoo_delete(zh_, path.c_str(), -1); });
   }
 
  private:
@@ -593,6 +598,124 @@ TEST_F(zookeeper_backend, a_chroot_in_hosts_is_honoured_and_created) {
   EXPECT_EQ(look.children(chroot + "/baton/" + name).size(), 1u);
   EXPECT_TRUE(look.children("/baton/" + name).empty());
   ASSERT_TRUE(s->stop_and_wait(10s));
+}
+
+namespace {
+
+std::error_code append(baton::mutex_backend& backend, const std::string& name,
+                       const std::string& id, std::uint64_t fence, const std::string& bytes) {
+  auto p = std::make_shared<std::promise<std::error_code>>();
+  auto f = p->get_future();
+  backend.records().async_append_history(name, id, fence, bytes, 50,
+                                         [p](std::error_code ec) { p->set_value(ec); });
+  EXPECT_EQ(f.wait_for(20s), std::future_status::ready);
+  return f.get();
+}
+
+}  // namespace
+
+TEST_F(zookeeper_backend, records_live_beside_the_lock_folder_and_a_stale_owner_node_is_rejected) {
+  auto backend = make(config());
+  const auto name = unique_name("records");
+  auto s = service(*backend, name, std::make_shared<recorder>());
+  s->start();
+  ASSERT_TRUE(baton::test::wait_until([&] { return s->is_owner(); }, 10s));
+  ASSERT_FALSE(append(*backend, name, s->contender_id(), s->fence(), "run 1"));
+  baton::write_controls(backend->records(), name, 0, "{\"paused\":true}");
+
+  inspector look(hosts());
+  const auto dir = "/baton/" + name;
+  // The lock folder holds lock nodes only; history and controls are its siblings ('@' never
+  // occurs in a mutex name).
+  for (const auto& child : look.children(dir))
+    EXPECT_TRUE(std::regex_match(child, std::regex("_c_[0-9a-f]{32}-lock-[0-9]{10}"))) << child;
+  auto entries = look.children(dir + "@history");
+  ASSERT_EQ(entries.size(), 1u);
+  EXPECT_TRUE(std::regex_match(entries[0], std::regex(std::to_string(s->fence()) + "-[0-9]{10}")))
+      << entries[0];
+  std::string data;
+  ASSERT_EQ(look.get(dir + "@history/" + entries[0], &data, nullptr), ZOK);
+  EXPECT_EQ(data, "run 1");
+  Stat stat{};
+  ASSERT_EQ(look.get(dir + "@controls", &data, &stat), ZOK);
+  EXPECT_EQ(data, "{\"paused\":true}");
+  EXPECT_EQ(stat.version, 0);  // our version 1
+
+  // The owner's lock node disappears behind its back (as when its session ends on the server):
+  // the owner still believes it leads, but its next record is refused in the same transaction.
+  auto locks = look.children(dir);
+  ASSERT_EQ(locks.size(), 1u);
+  ASSERT_EQ(look.remove(dir + "/" + locks[0]), ZOK);
+  EXPECT_EQ(append(*backend, name, s->contender_id(), s->fence(), "stale"), baton::errc::not_owner);
+  auto h = baton::read_history(backend->records(), name, 10);
+  ASSERT_EQ(h.size(), 1u);
+  EXPECT_EQ(h[0].bytes, "run 1");
+  s->stop_and_wait(10s);
+}
+
+TEST_F(zookeeper_backend, a_stale_leaders_record_after_its_session_expired_is_rejected) {
+  owner_and_waiter pair;
+  ASSERT_NO_FATAL_FAILURE(start_owner_and_waiter("stale-record", pair));
+  auto& [a_backend, b_backend, a_who, b_who, a, b, first] = pair;
+  const auto name = a->mutex_name();
+  ASSERT_FALSE(append(*a_backend, name, a->contender_id(), first, "by a"));
+  ASSERT_TRUE(zkd::expire_session(*a_backend, 10s));
+  ASSERT_TRUE(baton::test::wait_until([&] { return b->is_owner(); }, 10s));
+  EXPECT_EQ(append(*a_backend, name, a->contender_id(), first, "late by a"),
+            baton::errc::not_owner);
+  EXPECT_FALSE(append(*b_backend, name, b->contender_id(), b->fence(), "by b"));
+  auto h = baton::read_history(a_backend->records(), name, 10);
+  ASSERT_EQ(h.size(), 2u);
+  EXPECT_EQ(h[0].bytes, "by b");
+  EXPECT_EQ(h[1].bytes, "by a");
+  b->stop_and_wait(10s);
+  a->stop_and_wait(10s);
+}
+
+TEST_F(zookeeper_backend, a_controls_watch_survives_session_expiry) {
+  auto backend = make(config());
+  auto other = make(config());
+  const auto name = unique_name("controls-expiry");
+  std::atomic<int> calls{0};
+  const auto handle = backend->records().watch_controls(name, [&] { ++calls; });
+  baton::write_controls(other->records(), name, 0, "one");
+  ASSERT_TRUE(baton::test::wait_until([&] { return calls.load() >= 1; }, 10s));
+
+  ASSERT_TRUE(zkd::expire_session(*backend, 10s));
+  ASSERT_TRUE(baton::test::wait_until(
+      [&] { return zkd::get_stats(*backend).sessions == 2 && zkd::session_id(*backend) != 0; },
+      10s));
+  // The new session re-arms the watch (and reports a possible change once it is connected).
+  ASSERT_TRUE(baton::test::wait_until([&] { return calls.load() >= 2; }, 10s));
+  std::this_thread::sleep_for(200ms);  // let the re-armed watch reach the server
+  const int before = calls.load();
+  baton::write_controls(other->records(), name, 1, "two");
+  EXPECT_TRUE(baton::test::wait_until([&] { return calls.load() > before; }, 10s));
+  backend->records().unwatch_controls(handle);
+  EXPECT_EQ(baton::read_controls(backend->records(), name), (baton::controls_record{"two", 2}));
+}
+
+TEST_F(zookeeper_backend, read_waiters_lists_the_lock_nodes_after_the_owners_in_order) {
+  auto backend = make(config());
+  const auto name = unique_name("waiters");
+  auto owner = service(*backend, name, std::make_shared<recorder>());
+  owner->start();
+  ASSERT_TRUE(baton::test::wait_until([&] { return owner->is_owner(); }, 10s));
+  auto w1 = service(*backend, name, std::make_shared<recorder>());
+  w1->start();
+  ASSERT_TRUE(
+      baton::test::wait_until([&] { return backend->read_waiters(name)->size() == 1; }, 10s));
+  auto w2 = service(*backend, name, std::make_shared<recorder>());
+  w2->start();
+  ASSERT_TRUE(
+      baton::test::wait_until([&] { return backend->read_waiters(name)->size() == 2; }, 10s));
+  EXPECT_EQ(backend->read_waiters(name),
+            (std::vector<std::string>{w1->contender_id(), w2->contender_id()}));
+  ASSERT_TRUE(owner->stop_and_wait(10s));
+  ASSERT_TRUE(baton::test::wait_until([&] { return w1->is_owner(); }, 10s));
+  EXPECT_EQ(backend->read_waiters(name), (std::vector<std::string>{w2->contender_id()}));
+  w2->stop_and_wait(10s);
+  w1->stop_and_wait(10s);
 }
 
 TEST_F(zookeeper_backend, bad_configuration_is_rejected_naming_the_parameter) {

@@ -1,14 +1,49 @@
 #include "baton/backends/redis/redis_backend.hpp"
 
+#include <future>
 #include <stdexcept>
 
-#include "baton/mutex/detail/unsupported_records.hpp"
 #include "baton/mutex/duration.hpp"
+#include "baton/mutex/errc.hpp"
+#include "baton/mutex/names.hpp"
 
 #include "redis_config.hpp"
 #include "redis_store.hpp"
 
 namespace baton::backends::redis {
+namespace {
+
+// The lease_store backend plus what only Redis knows here: its wait queue.
+class redis_backend final : public lease_store_backend {
+ public:
+  redis_backend(runtime& rt, std::shared_ptr<detail::store> store, contend_options defaults,
+                std::chrono::milliseconds answer_within)
+      : lease_store_backend("redis", rt, store, store, defaults),
+        store_(std::move(store)),
+        answer_within_(answer_within) {}
+
+  std::optional<std::vector<std::string>> read_waiters(const std::string& name) override {
+    validate_mutex_name(name);
+    auto promise =
+        std::make_shared<std::promise<std::pair<std::error_code, std::vector<std::string>>>>();
+    auto future = promise->get_future();
+    store_->async_read_waiters(name, [promise](std::error_code ec, std::vector<std::string> ids) {
+      promise->set_value({ec, std::move(ids)});
+    });
+    if (future.wait_for(answer_within_) != std::future_status::ready)
+      throw std::system_error(make_error_code(errc::timeout),
+                              "redis: read_waiters('" + name + "'): no answer");
+    auto [ec, ids] = future.get();
+    if (ec) throw std::system_error(ec, "redis: read_waiters('" + name + "')");
+    return ids;
+  }
+
+ private:
+  std::shared_ptr<detail::store> store_;
+  std::chrono::milliseconds answer_within_;
+};
+
+}  // namespace
 
 std::shared_ptr<mutex_backend> make_backend(const backend_config& config, runtime& rt) {
   if (!config.type.empty() && config.type != "redis")
@@ -17,9 +52,10 @@ std::shared_ptr<mutex_backend> make_backend(const backend_config& config, runtim
   const auto defaults = detail::lease_defaults(settings);
   validate(defaults);
   auto store = detail::make_store(rt.io(), settings);
-  return std::make_shared<lease_store_backend>(
-      "redis", rt, std::move(store), std::make_shared<baton::detail::unsupported_records>(),
-      defaults);
+  // A command waits at most connect_timeout for a connection, then command_timeout for its reply.
+  const auto answer_within =
+      settings.connect_timeout + settings.command_timeout + std::chrono::milliseconds{1'000};
+  return std::make_shared<redis_backend>(rt, std::move(store), defaults, answer_within);
 }
 
 const backend_descriptor& descriptor() {

@@ -12,8 +12,13 @@
 //   P{NAME}:alive     zset contender -> expiry (ms): a waiter that stops polling drops out
 //   P{NAME}:handoff   string: the waiter a just-freed mutex is reserved for (PX handoff_window)
 //   P{NAME}:state     the lease-guarded state
+//   P{NAME}:history   list, newest first, of '<seq> <fence> <bytes>' (append_history.lua trims
+//                     it to `keep`); P{NAME}:history:seq is its seq counter
+//   P{NAME}:controls  hash {version, bytes}: the controls record (write_controls.lua, CAS)
 // Channels: P{NAME}:wake:<contender id> (one per waiter, on the shared subscriber connection)
-// and P{NAME}:events ("acquired <fence> <id>", "released <id>", for observers).
+// and P{NAME}:events ("acquired <fence> <id>", "released <id>", for observers), and
+// P{NAME}:controls:changed (the new version after each controls write; watch_controls subscribes
+// to it on the same subscriber connection).
 //
 // FIFO hand-off: a release (or a waiter finding the mutex free while it is not the head of the
 // queue) offers the mutex to the head of the queue: the head is removed from the queue, named in
@@ -31,6 +36,7 @@
 #include <boost/asio/defer.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/strand.hpp>
+#include <charconv>
 #include <map>
 #include <set>
 
@@ -45,7 +51,8 @@ namespace {
 using std::chrono::milliseconds;
 
 struct mutex_keys {
-  std::string owner, fence, queue, alive, handoff, state, wake_prefix, events;
+  std::string owner, fence, queue, alive, handoff, state, wake_prefix, events, history, history_seq,
+      controls, controls_channel;
 };
 
 enum script_id : std::size_t {
@@ -53,6 +60,9 @@ enum script_id : std::size_t {
   release_script,
   read_script,
   write_state_script,
+  append_history_script,
+  write_controls_script,
+  read_waiters_script,
   script_count
 };
 
@@ -79,6 +89,25 @@ bool parse_grant(const reply& r, lease_grant& grant) {
   return true;
 }
 
+bool parse_u64(std::string_view text, std::uint64_t& value) {
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  return ec == std::errc{} && end == text.data() + text.size() && !text.empty();
+}
+
+// '<seq> <fence> <bytes>' (append_history.lua) into `entry`.
+bool parse_entry(const std::string& text, history_entry& entry) {
+  const auto first = text.find(' ');
+  if (first == std::string::npos) return false;
+  const auto second = text.find(' ', first + 1);
+  if (second == std::string::npos) return false;
+  std::string_view view(text);
+  if (!parse_u64(view.substr(0, first), entry.seq) ||
+      !parse_u64(view.substr(first + 1, second - first - 1), entry.fence))
+    return false;
+  entry.bytes = text.substr(second + 1);
+  return true;
+}
+
 class store_core : public std::enable_shared_from_this<store_core> {
  public:
   store_core(boost::asio::io_context& io, settings config)
@@ -87,7 +116,10 @@ class store_core : public std::enable_shared_from_this<store_core> {
         scripts_{{{"acquire", lua::acquire, {}},
                   {"release", lua::release, {}},
                   {"read", lua::read, {}},
-                  {"write_state", lua::write_state, {}}}} {}
+                  {"write_state", lua::write_state, {}},
+                  {"append_history", lua::append_history, {}},
+                  {"write_controls", lua::write_controls, {}},
+                  {"read_waiters", lua::read_waiters, {}}}} {}
 
   void start() {
     boost::asio::post(strand_, [self = shared_from_this()] { self->start_on_strand(); });
@@ -215,6 +247,134 @@ class store_core : public std::enable_shared_from_this<store_core> {
     });
   }
 
+  void append_history(const std::string& name, const std::string& owner_id, std::uint64_t fence,
+                      std::string bytes, std::size_t keep, record_store::append_handler handler) {
+    if (keep == 0 || keep > max_history_keep || bytes.size() > max_history_entry_bytes)
+      return handler(make_error_code(errc::invalid_argument));
+    auto k = keys(name);
+    std::vector<std::string> keys{k.owner, k.history, k.history_seq};
+    std::vector<std::string> args{owner_id, std::to_string(fence), std::move(bytes),
+                                  std::to_string(keep)};
+    on_strand([=, keys = std::move(keys), args = std::move(args),
+               handler = std::move(handler)](store_core& self) mutable {
+      self.eval(
+          append_history_script, std::move(keys), std::move(args),
+          [&self, name, handler = std::move(handler)](std::error_code ec, reply r) {
+            if (!(ec = self.check("append_history", name, ec, r)) && r.type != reply::kind::integer)
+              ec = self.unexpected("append_history", name, r, "an integer");
+            handler(ec);
+          });
+    });
+  }
+
+  void read_history(const std::string& name, std::size_t limit,
+                    record_store::history_handler handler) {
+    if (limit == 0) return handler({}, {});
+    // LRANGE's stop is inclusive; the list never holds more than max_history_keep entries.
+    const auto stop = std::min<std::size_t>(limit, max_history_keep) - 1;
+    std::vector<std::string> command{"LRANGE", keys(name).history, "0", std::to_string(stop)};
+    on_strand([=, command = std::move(command),
+               handler = std::move(handler)](store_core& self) mutable {
+      self.command_->exec(std::move(command), [&self, name, handler = std::move(handler)](
+                                                  std::error_code ec, reply r) {
+        if ((ec = self.check("read_history", name, ec, r))) return handler(ec, {});
+        std::vector<history_entry> out;
+        if (r.type != reply::kind::array)
+          return handler(self.unexpected("read_history", name, r, "an array"), {});
+        for (const auto& e : r.elements) {
+          history_entry entry;
+          if (e.type != reply::kind::string || !parse_entry(e.str, entry))
+            return handler(self.unexpected("read_history", name, e, "'<seq> <fence> <bytes>'"), {});
+          out.push_back(std::move(entry));
+        }
+        handler({}, std::move(out));
+      });
+    });
+  }
+
+  void read_controls(const std::string& name, record_store::controls_handler handler) {
+    std::vector<std::string> command{"HMGET", keys(name).controls, "version", "bytes"};
+    on_strand([=, command = std::move(command),
+               handler = std::move(handler)](store_core& self) mutable {
+      self.command_->exec(std::move(command), [&self, name, handler = std::move(handler)](
+                                                  std::error_code ec, reply r) {
+        if ((ec = self.check("read_controls", name, ec, r))) return handler(ec, {});
+        controls_record rec;
+        const bool ok =
+            r.type == reply::kind::array && r.elements.size() == 2 &&
+            (r.elements[0].type == reply::kind::nil ||
+             (r.elements[0].type == reply::kind::string &&
+              parse_u64(r.elements[0].str, rec.version))) &&
+            (r.elements[1].type == reply::kind::nil || r.elements[1].type == reply::kind::string);
+        if (!ok)
+          return handler(self.unexpected("read_controls", name, r, "a version and bytes, or nils"),
+                         {});
+        rec.bytes = std::move(r.elements[1].str);
+        handler({}, std::move(rec));
+      });
+    });
+  }
+
+  void write_controls(const std::string& name, std::uint64_t expected, std::string bytes,
+                      record_store::controls_handler handler) {
+    if (bytes.size() > max_controls_bytes)
+      return handler(make_error_code(errc::invalid_argument), {});
+    auto k = keys(name);
+    std::vector<std::string> keys{k.controls};
+    std::vector<std::string> args{std::to_string(expected), std::move(bytes), k.controls_channel};
+    on_strand([=, keys = std::move(keys), args = std::move(args),
+               handler = std::move(handler)](store_core& self) mutable {
+      self.eval(
+          write_controls_script, std::move(keys), std::move(args),
+          [&self, name, handler = std::move(handler)](std::error_code ec, reply r) {
+            if ((ec = self.check("write_controls", name, ec, r))) return handler(ec, {});
+            const bool ok = r.type == reply::kind::array && r.elements.size() == 3 &&
+                            r.elements[0].type == reply::kind::integer &&
+                            r.elements[1].type == reply::kind::integer &&
+                            r.elements[1].integer >= 0 && r.elements[2].type == reply::kind::string;
+            if (!ok)
+              return handler(
+                  self.unexpected("write_controls", name, r, "{written, version, bytes}"), {});
+            controls_record rec{std::move(r.elements[2].str),
+                                static_cast<std::uint64_t>(r.elements[1].integer)};
+            handler(
+                r.elements[0].integer == 1 ? std::error_code{} : make_error_code(errc::conflict),
+                std::move(rec));
+          });
+    });
+  }
+
+  void read_waiters(const std::string& name, store::waiters_handler handler) {
+    auto k = keys(name);
+    std::vector<std::string> keys{k.queue, k.alive, k.handoff};
+    on_strand([=, keys = std::move(keys), handler = std::move(handler)](store_core& self) mutable {
+      self.eval(read_waiters_script, std::move(keys), {},
+                [&self, name, handler = std::move(handler)](std::error_code ec, reply r) {
+                  if ((ec = self.check("read_waiters", name, ec, r))) return handler(ec, {});
+                  std::vector<std::string> ids;
+                  if (r.type != reply::kind::array)
+                    return handler(self.unexpected("read_waiters", name, r, "an array"), {});
+                  for (auto& e : r.elements) {
+                    if (e.type != reply::kind::string)
+                      return handler(self.unexpected("read_waiters", name, r, "strings"), {});
+                    ids.push_back(std::move(e.str));
+                  }
+                  handler({}, std::move(ids));
+                });
+    });
+  }
+
+  // Controls changes come over the subscriber connection like wake-ups; a (re)subscription
+  // also calls `changed` (a change may have been missed while the connection was down).
+  std::uint64_t watch_controls(const std::string& name, std::function<void()> changed) {
+    const auto handle = next_handle_.fetch_add(1);
+    on_strand([handle, channel = keys(name).controls_channel,
+               changed = std::move(changed)](store_core& self) mutable {
+      self.add_watch(handle, channel, std::move(changed));
+    });
+    return handle;
+  }
+
   std::uint64_t watch(const std::string& name, const std::string& owner_id,
                       std::function<void()> wake) {
     const auto handle = next_handle_.fetch_add(1);
@@ -258,7 +418,11 @@ class store_core : public std::enable_shared_from_this<store_core> {
             base + ":handoff",
             base + ":state",
             base + ":wake:",
-            base + ":events"};
+            base + ":events",
+            base + ":history",
+            base + ":history:seq",
+            base + ":controls",
+            base + ":controls:changed"};
   }
 
   connection::options connection_options(std::string role) const {
@@ -455,7 +619,7 @@ class store_core : public std::enable_shared_from_this<store_core> {
   std::set<std::string> failed_releases_;
 };
 
-class redis_store final : public lease_store {
+class redis_store final : public store {
  public:
   explicit redis_store(std::shared_ptr<store_core> core) : core_(std::move(core)) {}
   ~redis_store() override { core_->shutdown(); }
@@ -484,13 +648,37 @@ class redis_store final : public lease_store {
   }
   void unwatch(std::uint64_t handle) noexcept override { core_->unwatch(handle); }
 
+  void async_append_history(const std::string& name, const std::string& owner_id,
+                            std::uint64_t fence, std::string bytes, std::size_t keep,
+                            append_handler handler) override {
+    core_->append_history(name, owner_id, fence, std::move(bytes), keep, std::move(handler));
+  }
+  void async_read_history(const std::string& name, std::size_t limit,
+                          history_handler handler) override {
+    core_->read_history(name, limit, std::move(handler));
+  }
+  void async_read_controls(const std::string& name, controls_handler handler) override {
+    core_->read_controls(name, std::move(handler));
+  }
+  void async_write_controls(const std::string& name, std::uint64_t expected, std::string bytes,
+                            controls_handler handler) override {
+    core_->write_controls(name, expected, std::move(bytes), std::move(handler));
+  }
+  std::uint64_t watch_controls(const std::string& name, std::function<void()> changed) override {
+    return core_->watch_controls(name, std::move(changed));
+  }
+  void unwatch_controls(std::uint64_t handle) noexcept override { core_->unwatch(handle); }
+  void async_read_waiters(const std::string& name, waiters_handler handler) override {
+    core_->read_waiters(name, std::move(handler));
+  }
+
  private:
   std::shared_ptr<store_core> core_;
 };
 
 }  // namespace
 
-std::shared_ptr<lease_store> make_store(boost::asio::io_context& io, const settings& config) {
+std::shared_ptr<store> make_store(boost::asio::io_context& io, const settings& config) {
   auto core = std::make_shared<store_core>(io, config);
   core->start();
   return std::make_shared<redis_store>(std::move(core));

@@ -85,6 +85,7 @@ struct op_ctx {
   zoo_op_t ops[2];
   zoo_op_result_t results[2];
   struct Stat set_stat {};
+  char created[1024] = {};  // check_and_create: the created path
 };
 
 void finish(const void* data, op_result result) {
@@ -153,6 +154,23 @@ void data_done(int rc, const char* value, int length, const struct Stat* stat, c
 void void_done(int rc, const void* data) {
   op_result r;
   r.rc = rc;
+  finish(data, std::move(r));
+}
+
+// check_and_create: which operation failed, and the created path.
+void multi_done(int rc, const void* data) {
+  const auto* ctx = static_cast<const op_ctx*>(data);
+  op_result r;
+  r.rc = rc;
+  if (rc == ZOK) {
+    r.path = ctx->created;
+  } else {
+    for (int i = 0; i < 2; ++i)
+      if (ctx->results[i].err != ZOK && ctx->results[i].err != ZRUNTIMEINCONSISTENCY) {
+        r.failed_op = i;
+        break;
+      }
+  }
   finish(data, std::move(r));
 }
 
@@ -735,6 +753,45 @@ void session::get(std::uint64_t gen, const std::string& path, bool watch_it, op_
 void session::remove(std::uint64_t gen, const std::string& path, op_handler handler) {
   submit(gen, std::move(handler), [&](zhandle_t* zh, op_ctx* ctx) {
     return zoo_adelete(zh, path.c_str(), -1, &void_done, ctx);
+  });
+}
+
+void session::create(std::uint64_t gen, const std::string& path, const std::string& data, int flags,
+                     op_handler handler) {
+  const auto* acl = settings_.username.empty() ? &ZOO_OPEN_ACL_UNSAFE : &ZOO_CREATOR_ALL_ACL;
+  submit(gen, std::move(handler), [&](zhandle_t* zh, op_ctx* ctx) {
+    return zoo_acreate2(zh, path.c_str(), data.data(), static_cast<int>(data.size()), acl, flags,
+                        &string_stat_done, ctx);
+  });
+}
+
+void session::set(std::uint64_t gen, const std::string& path, const std::string& data, int version,
+                  op_handler handler) {
+  submit(gen, std::move(handler), [&](zhandle_t* zh, op_ctx* ctx) {
+    return zoo_aset(zh, path.c_str(), data.data(), static_cast<int>(data.size()), version,
+                    &stat_done, ctx);
+  });
+}
+
+void session::exists_watch(std::uint64_t gen, const std::string& path, op_handler handler) {
+  submit(gen, std::move(handler), [&](zhandle_t* zh, op_ctx* ctx) {
+    return zoo_awexists(zh, path.c_str(), &node_watcher, ctx->handle.get(), &stat_done, ctx);
+  });
+}
+
+void session::check_and_create(std::uint64_t gen, const std::string& check_path,
+                               const std::string& create_path, std::string data, int flags,
+                               op_handler handler) {
+  const auto* acl = settings_.username.empty() ? &ZOO_OPEN_ACL_UNSAFE : &ZOO_CREATOR_ALL_ACL;
+  submit(gen, std::move(handler), [&](zhandle_t* zh, op_ctx* ctx) {
+    ctx->check_path = check_path;
+    ctx->set_path = create_path;
+    ctx->data = std::move(data);
+    zoo_check_op_init(&ctx->ops[0], ctx->check_path.c_str(), -1);
+    zoo_create_op_init(&ctx->ops[1], ctx->set_path.c_str(), ctx->data.data(),
+                       static_cast<int>(ctx->data.size()), acl, flags, ctx->created,
+                       sizeof ctx->created);
+    return zoo_amulti(zh, 2, ctx->ops, ctx->results, &multi_done, ctx);
   });
 }
 

@@ -37,6 +37,7 @@ struct op_result {
   std::string data;                   // get: the node's data
   struct Stat stat {};                // create, exists, get
   std::vector<std::string> children;  // get_children
+  int failed_op = -1;                 // multi: the index of the operation that failed
 };
 using op_handler = std::function<void(op_result)>;
 
@@ -135,6 +136,22 @@ class session : public std::enable_shared_from_this<session> {
   /// Reads a node; with `watch_it` leaves a data watch that fires the watch table.
   void get(std::uint64_t gen, const std::string& path, bool watch_it, op_handler handler);
   void remove(std::uint64_t gen, const std::string& path, op_handler handler);
+  /// Creates a node with `flags` (ZOO_PERSISTENT, ZOO_PERSISTENT_SEQUENTIAL, ...); the result's
+  /// path is the created one. A missing parent is ZNONODE.
+  void create(std::uint64_t gen, const std::string& path, const std::string& data, int flags,
+              op_handler handler);
+  /// Sets the data of `path` if its data version is `version` (-1: any); the result's stat is
+  /// the node's new one. ZBADVERSION when another version is there.
+  void set(std::uint64_t gen, const std::string& path, const std::string& data, int version,
+           op_handler handler);
+  /// exists() that leaves a watch on `path` whether or not it exists: its creation, change or
+  /// deletion fires the watch table.
+  void exists_watch(std::uint64_t gen, const std::string& path, op_handler handler);
+  /// One transaction: `check_path` exists and `create_path` is created with `data` and `flags`.
+  /// On failure the result's failed_op says which (0: the checked node is gone).
+  void check_and_create(std::uint64_t gen, const std::string& check_path,
+                        const std::string& create_path, std::string data, int flags,
+                        op_handler handler);
   /// One transaction: `check_path` exists, and `set_path`'s data becomes `data`.
   void check_and_set(std::uint64_t gen, const std::string& check_path, const std::string& set_path,
                      std::string data, op_handler handler);

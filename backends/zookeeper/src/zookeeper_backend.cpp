@@ -6,11 +6,11 @@
 
 #include "baton/backends/zookeeper/detail.hpp"
 #include "baton/mutex/detail/log.hpp"
-#include "baton/mutex/detail/unsupported_records.hpp"
 #include "baton/mutex/duration.hpp"
 #include "baton/mutex/errc.hpp"
 #include "baton/mutex/names.hpp"
 #include "contend.hpp"
+#include "records.hpp"
 #include "session.hpp"
 
 namespace baton::backends::zookeeper {
@@ -20,7 +20,8 @@ using std::chrono::milliseconds;
 
 class zk_backend final : public mutex_backend {
  public:
-  explicit zk_backend(std::shared_ptr<detail::session> s) : session_(std::move(s)) {}
+  explicit zk_backend(std::shared_ptr<detail::session> s)
+      : session_(std::move(s)), records_(detail::make_records(session_)) {}
 
   std::string_view type() const noexcept override { return "zookeeper"; }
 
@@ -71,7 +72,29 @@ class zk_backend final : public mutex_backend {
     return r.data;
   }
 
-  record_store& records() override { return records_; }
+  // The lock nodes after the owner's, in order: their data is the contender id.
+  std::optional<std::vector<std::string>> read_waiters(const std::string& name) override {
+    validate_mutex_name(name);
+    const auto dir = session_->config().mutex_dir(name);
+    const auto what = "read_waiters('" + name + "')";
+    auto list =
+        call(what, [&](detail::op_handler h) { session_->get_children(0, dir, std::move(h)); });
+    if (list.rc == ZNONODE) return std::vector<std::string>{};
+    check(list.rc, what);
+    auto locks = detail::sorted_locks(std::move(list.children));
+    std::vector<std::string> ids;
+    for (std::size_t i = 1; i < locks.size(); ++i) {
+      auto node = call(what, [&](detail::op_handler h) {
+        session_->get(0, dir + "/" + locks[i], false, std::move(h));
+      });
+      if (node.rc == ZNONODE) continue;  // it left meanwhile
+      check(node.rc, what);
+      ids.push_back(std::move(node.data));
+    }
+    return ids;
+  }
+
+  record_store& records() override { return *records_; }
 
   detail::session& session() noexcept { return *session_; }
 
@@ -101,7 +124,7 @@ class zk_backend final : public mutex_backend {
   }
 
   std::shared_ptr<detail::session> session_;
-  baton::detail::unsupported_records records_;
+  std::shared_ptr<record_store> records_;
 };
 
 zk_backend& as_zookeeper(mutex_backend& backend) {
