@@ -65,6 +65,73 @@ std::optional<recorded_fire> parse_schedule_state(std::string_view text) {
   return r;
 }
 
+std::string format_state(const schedule_state& s) {
+  if (s.manual_runs == 0) return s.fire ? format_schedule_state(*s.fire) : std::string();
+  std::string out = "v2 " + std::to_string(s.manual_runs);
+  if (s.fire) out += format_schedule_state(*s.fire).substr(2);  // " <fire> <fence>[ <end>]"
+  return out;
+}
+
+std::optional<schedule_state> parse_state(std::string_view text) {
+  schedule_state out;
+  auto parts = split(text);
+  if (parts.empty()) return out;
+  if (parts[0] == "v1") {
+    out.fire = parse_schedule_state(text);
+    if (!out.fire) return std::nullopt;
+    return out;
+  }
+  if (parts[0] != "v2" || parts.size() < 2 || !parse_int(parts[1], out.manual_runs))
+    return std::nullopt;
+  if (parts.size() == 2) return out;
+  std::string v1 = "v1";
+  for (std::size_t i = 2; i < parts.size(); ++i) (v1 += ' ') += parts[i];
+  out.fire = parse_schedule_state(v1);
+  if (!out.fire) return std::nullopt;
+  return out;
+}
+
+run_outcome classify_outcome(stop_cause stop, bool threw, const run_report& report) noexcept {
+  switch (stop) {
+    case stop_cause::timeout:
+      return run_outcome::timed_out;
+    case stop_cause::lost_lease:
+    case stop_cause::shutdown:
+      return run_outcome::lost_lease;
+    case stop_cause::none:
+      break;
+  }
+  if (report.signal) return run_outcome::killed;
+  if (threw) return run_outcome::failed;
+  return run_outcome::succeeded;
+}
+
+bool retryable(run_outcome o) noexcept {
+  return o == run_outcome::failed || o == run_outcome::killed || o == run_outcome::timed_out;
+}
+
+milliseconds retry_delay(milliseconds backoff, unsigned n) noexcept {
+  constexpr milliseconds cap{24LL * 3600 * 1000};
+  if (backoff <= milliseconds::zero()) return milliseconds::zero();
+  milliseconds d = std::min(backoff, cap);
+  for (unsigned i = 1; i < n && d < cap; ++i) d = std::min(d * 2, cap);
+  return d;
+}
+
+bool retry_fits(sys_time at, std::optional<sys_time> next_fire) noexcept {
+  return !next_fire || at < *next_fire;
+}
+
+std::size_t history_queue::push(item i) {
+  std::size_t dropped = 0;
+  while (!items_.empty() && items_.size() >= std::max<std::size_t>(bound_, 1)) {
+    items_.pop_front();
+    ++dropped;
+  }
+  items_.push_back(std::move(i));
+  return dropped;
+}
+
 schedule_plan::schedule_plan(trigger when, misfire_policy policy, milliseconds on_time_window)
     : when_(std::move(when)), policy_(policy), window_(on_time_window) {}
 

@@ -503,6 +503,17 @@ schedule_check check(const schedule_options& s, const contend_options& fallback_
   }
   if (s.timeout < milliseconds::zero())
     problems.push_back({"timeout", "timeout must not be negative"});
+  if (s.history > max_history_keep)
+    problems.push_back({"history", "history (" + std::to_string(s.history) + ") must be at most " +
+                                       std::to_string(max_history_keep) +
+                                       " records (0: no history)"});
+  if (s.history_output > max_history_output)
+    problems.push_back({"history_output", "history_output (" + std::to_string(s.history_output) +
+                                              " bytes) must be at most " +
+                                              std::to_string(max_history_output) +
+                                              " bytes (8KiB; 0: no output kept)"});
+  if (s.retry_backoff <= milliseconds::zero())
+    problems.push_back({"retry_backoff", "retry_backoff must be positive"});
   auto out = check_lease(s.lease ? *s.lease : fallback_lease, s.stop_grace);
   problems.insert(problems.end(), out.problems.begin(), out.problems.end());
   out.problems = std::move(problems);
@@ -546,7 +557,8 @@ void scheduler::add(schedule_options s) {
     for (const auto& p : checked.problems) {
       const bool lease_field = p.field != "name" && p.field != "job" && p.field != "every" &&
                                p.field != "initial_delay" && p.field != "timeout" &&
-                               p.field != "stop_grace";
+                               p.field != "stop_grace" && p.field != "history" &&
+                               p.field != "history_output" && p.field != "retry_backoff";
       what += (what.empty() ? "" : "; ") + std::string(lease_field ? "lease: " : "") + p.message;
     }
     throw std::invalid_argument(where + ": " + what);
@@ -661,6 +673,44 @@ void scheduler::retire(const std::vector<std::shared_ptr<detail::schedule_runner
     if (!sync->second.wait_for(lock, detail::release_wait, [&] { return *released == 0; }))
       detail::log().warn("scheduler: {} mutex releases not confirmed in time", *released);
   }
+}
+
+void scheduler::require_schedule(const std::string& name) const {
+  std::string known;
+  {
+    std::lock_guard lock(runners_mutex_);
+    for (const auto& r : runners_) {
+      if (r->name() == name) return;
+      known += (known.empty() ? "" : ", ") + r->name();
+    }
+  }
+  throw std::invalid_argument("no schedule named '" + name +
+                              "' (known: " + (known.empty() ? std::string("none") : known) + ")");
+}
+
+std::vector<run_record> scheduler::history(const std::string& name, std::size_t limit) const {
+  require_schedule(name);
+  return read_run_history(backend_, name, limit);
+}
+
+schedule_controls scheduler::controls(const std::string& name) const {
+  require_schedule(name);
+  return read_schedule_controls(backend_, name);
+}
+
+schedule_controls scheduler::pause(const std::string& name, std::string reason) {
+  require_schedule(name);
+  return pause_schedule(backend_, name, std::move(reason), id_);
+}
+
+schedule_controls scheduler::resume(const std::string& name) {
+  require_schedule(name);
+  return resume_schedule(backend_, name, id_);
+}
+
+schedule_controls scheduler::trigger(const std::string& name) {
+  require_schedule(name);
+  return trigger_schedule(backend_, name, id_);
 }
 
 std::vector<schedule_status> scheduler::status() const {

@@ -203,7 +203,7 @@ class scheduler_memory : public ::testing::Test {
  protected:
   scheduler_memory()
       : store_(std::make_shared<memory_lease_store>()),
-        backend_("memory", rt_, store_, short_lease()) {}
+        backend_("memory", rt_, store_, store_, short_lease()) {}
 
   runtime rt_{runtime::options{2, 1}};
   std::shared_ptr<memory_lease_store> store_;
@@ -302,7 +302,7 @@ TEST_F(scheduler_memory, stop_asks_the_running_job_to_stop_and_waits_for_it) {
 
 TEST_F(scheduler_memory, a_node_that_loses_its_backend_stops_its_job_before_the_other_takes_over) {
   auto cut_store = std::make_shared<cuttable_store>(store_);
-  lease_store_backend cut_backend("memory", rt_, cut_store, short_lease());
+  lease_store_backend cut_backend("memory", rt_, cut_store, store_, short_lease());
   auto sink = std::make_shared<capture_sink>();
   detail::log().sinks().push_back(sink);
 

@@ -163,8 +163,8 @@ outcome run_mode(const std::string& text) {
   }
   const auto defaults = baton::default_lease(config.backend);
   baton::runtime rt(baton::runtime::options{1, 1});
-  baton::lease_store_backend backend(config.backend.type, rt,
-                                     std::make_shared<baton::memory_lease_store>(), defaults);
+  auto store = std::make_shared<baton::memory_lease_store>();
+  baton::lease_store_backend backend(config.backend.type, rt, store, store, defaults);
   try {
     baton::scheduler sched(backend, rt,
                            baton::config::make_scheduler_options(config, defaults, "node"));
@@ -300,8 +300,8 @@ TEST(validate_run_agreement, the_scheduler_rejects_what_the_config_rejects_with_
   baton::runtime rt(baton::runtime::options{1, 1});
   const auto lease =
       baton::default_lease({"zookeeper", {{"hosts", "h"}, {"session_timeout", "3s"}}});
-  baton::lease_store_backend backend("zookeeper", rt, std::make_shared<baton::memory_lease_store>(),
-                                     lease);
+  auto store = std::make_shared<baton::memory_lease_store>();
+  baton::lease_store_backend backend("zookeeper", rt, store, store, lease);
   baton::scheduler sched(backend, rt);
   baton::schedule_options s;
   s.name = "job";

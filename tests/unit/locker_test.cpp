@@ -22,8 +22,8 @@ baton::contend_options fast() {
 
 struct memory_backend_fixture : ::testing::Test {
   baton::runtime rt;
-  baton::lease_store_backend backend{"memory", rt, std::make_shared<baton::memory_lease_store>(),
-                                     fast()};
+  std::shared_ptr<baton::memory_lease_store> store = std::make_shared<baton::memory_lease_store>();
+  baton::lease_store_backend backend{"memory", rt, store, store, fast()};
 };
 
 }  // namespace

@@ -16,7 +16,7 @@ using namespace std::chrono_literals;
 class scheduler_options_test : public ::testing::Test {
  protected:
   scheduler_options_test()
-      : backend_("memory", rt_, std::make_shared<memory_lease_store>()),
+      : backend_("memory", rt_, store_, store_),
         sched_(backend_, rt_, scheduler_options{1, std::nullopt, "node-1", nullptr}) {}
 
   static schedule_options valid(std::string name = "job-1") {
@@ -38,6 +38,7 @@ class scheduler_options_test : public ::testing::Test {
   }
 
   runtime rt_{runtime::options{1, 1}};
+  std::shared_ptr<memory_lease_store> store_ = std::make_shared<memory_lease_store>();
   lease_store_backend backend_;
   scheduler sched_;
 };
@@ -138,7 +139,8 @@ TEST_F(scheduler_options_test, a_schedule_added_while_running_contends_and_a_rem
 
 TEST(scheduler_lifecycle, stop_without_start_and_destruction_are_quiet) {
   runtime rt{runtime::options{1, 1}};
-  lease_store_backend backend("memory", rt, std::make_shared<memory_lease_store>());
+  auto store = std::make_shared<memory_lease_store>();
+  lease_store_backend backend("memory", rt, store, store);
   {
     scheduler s(backend, rt);
     schedule_options x;

@@ -1,12 +1,26 @@
 #pragma once
 /// What a job is: a function called with the context of one run (fence, fire time, stop request).
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <stop_token>
 #include <string>
 
 namespace baton {
+
+/// What a job may tell about how its run ended, beyond returning or throwing (the scheduler puts
+/// it into the run's history record). The command job fills it; other jobs may leave it alone.
+struct run_report {
+  std::optional<int> exit_status;  ///< a command's exit status, when it exited
+  std::optional<int> signal;       ///< the signal that ended a command
+  /// The last bytes of the run's error output (a command's stderr), at most output_tail_limit.
+  std::string output_tail;
+  bool output_truncated = false;  ///< output_tail is only the tail of a longer output
+  /// Most bytes kept in output_tail (set by the scheduler; 0: keep none).
+  std::size_t output_tail_limit = 0;
+};
 
 /// The context of one run of a schedule's job.
 struct job_context {
@@ -21,6 +35,9 @@ struct job_context {
   /// Requested on leadership loss (or a lease not renewed stop_grace before its end), timeout
   /// and shutdown. A job should return soon after.
   std::stop_token stop;
+  /// Where the job reports its exit status, signal and output tail; null when nobody asks.
+  /// Owned by the caller and valid until the job returns; written only by the job's thread.
+  run_report* report = nullptr;
 };
 
 /// A job. It may throw: the exception is logged and counted as a failed run, never propagated.

@@ -2,6 +2,7 @@
 /// The leader-gated scheduler: one contend service per schedule; the node that holds a
 /// schedule's mutex fires its job, continuing the cadence recorded in the lease-guarded state.
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -14,6 +15,7 @@
 #include "baton/mutex/options.hpp"
 #include "baton/mutex/runtime.hpp"
 #include "baton/scheduler/clock.hpp"
+#include "baton/scheduler/records.hpp"
 #include "baton/scheduler/trigger.hpp"
 
 namespace baton {
@@ -33,14 +35,30 @@ struct schedule_options {
   /// (else jobs would be stopped before every renewal). Unset: min(3s, that bound / 2).
   std::optional<std::chrono::milliseconds> stop_grace;
   misfire_policy misfire = misfire_policy::run_once;
+  /// History records kept in the backend (run_record per attempt and per skipped fire); the
+  /// leader prunes older ones. 0: no history is written. At most max_history_keep.
+  std::size_t history = 50;
+  /// Most bytes of a run's stderr tail kept in its history record; 0: none. At most
+  /// max_history_output.
+  std::size_t history_output = 4096;
+  /// A failed, killed or timed-out attempt is retried up to this many times, while the lease is
+  /// held and before the next planned fire.
+  unsigned retries = 0;
+  /// Wait before retry n: retry_backoff * 2^(n-1) after the previous attempt ended. Positive.
+  std::chrono::milliseconds retry_backoff{10'000};
 };
+
+/// Largest schedule_options::history_output: its JSON (escapes included) must fit in a history
+/// entry (max_history_entry_bytes).
+inline constexpr std::size_t max_history_output = 8 * 1024;
 
 /// A schedule's lease and stop_grace as the scheduler runs it, and every problem found on the
 /// way (empty `problems`: add() accepts it, unless the name is taken).
 struct schedule_check {
   contend_options lease;
   std::chrono::milliseconds stop_grace{0};
-  /// Fields: "name", "job", "every", "initial_delay", "timeout", "stop_grace", or a field of
+  /// Fields: "name", "job", "every", "initial_delay", "timeout", "stop_grace", "history",
+  /// "history_output", "retry_backoff", or a field of
   /// the lease ("ttl", "transition", ...; see baton::check(const contend_options&)).
   std::vector<setting_problem> problems;
 };
@@ -82,6 +100,21 @@ struct schedule_status {
   std::uint64_t failures = 0;         ///< runs that threw (command: failed or non-zero exit)
   std::uint64_t catch_ups = 0;        ///< misfire catch-up runs started (run_once)
   std::uint64_t state_errors = 0;     ///< failed reads/writes of the lease-guarded state
+  /// The schedule is paused cluster-wide (as last read from its controls; while leader).
+  bool paused = false;
+  std::string paused_reason;  ///< the reason given with pause
+  /// The last history record this node made for the schedule (also when writing it failed).
+  std::optional<run_record> last_run;
+  /// Attempts in a row that ended failed, killed or timed_out on this node (0 after a success).
+  std::uint64_t consecutive_failures = 0;
+  std::uint64_t retries = 0;      ///< retry attempts started on this node
+  std::uint64_t manual_runs = 0;  ///< manual (triggered) runs started on this node
+  /// History appends that failed (backend trouble; the record is kept and written later).
+  std::uint64_t history_errors = 0;
+  /// History records given up: rejected as stale (not_owner: another ownership began) or dropped
+  /// from a full queue of unwritten records.
+  std::uint64_t history_dropped = 0;
+  std::uint64_t controls_errors = 0;  ///< failed or unreadable reads of the controls
 };
 
 namespace detail {
@@ -120,6 +153,22 @@ class scheduler {
   /// This node's contender id.
   const std::string& contender_id() const noexcept { return id_; }
 
+  /// The newest `limit` history records of schedule `name`, newest first (from the backend: every
+  /// node's records). Blocking, not on an io thread. Throws std::invalid_argument when `name` is
+  /// not a schedule of this scheduler (naming the known ones), std::system_error for backend
+  /// trouble.
+  std::vector<run_record> history(const std::string& name, std::size_t limit) const;
+  /// The cluster-wide controls of schedule `name`. Blocking; throws like history().
+  schedule_controls controls(const std::string& name) const;
+  /// Pauses schedule `name` cluster-wide (this node's contender id recorded as who did it): the
+  /// leader stops firing it and records each skipped fire. Returns the controls written.
+  schedule_controls pause(const std::string& name, std::string reason = {});
+  /// Resumes schedule `name` cluster-wide; the misfire policy decides about the fires missed.
+  schedule_controls resume(const std::string& name);
+  /// Asks for one manual run of `name` on whichever node leads it (now or next). Returns the
+  /// controls written.
+  schedule_controls trigger(const std::string& name);
+
  private:
   mutex_backend& backend_;
   runtime& runtime_;
@@ -130,6 +179,8 @@ class scheduler {
   /// Stops firing `which`, waits up to `grace` for their jobs, then releases their mutexes.
   void retire(const std::vector<std::shared_ptr<detail::schedule_runner>>& which,
               std::chrono::milliseconds grace);
+  /// Throws std::invalid_argument unless `name` is one of the schedules.
+  void require_schedule(const std::string& name) const;
 
   mutable std::mutex runners_mutex_;  // guards runners_ (status() reads it from any thread)
   std::vector<std::shared_ptr<detail::schedule_runner>> runners_;

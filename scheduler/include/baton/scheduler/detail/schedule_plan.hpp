@@ -3,12 +3,16 @@
 /// caught up, whether a job may start under the current lease. No clocks, no I/O: every time is
 /// passed in, so the rules are tested with a fake clock.
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <optional>
 #include <string>
 #include <string_view>
 
+#include "baton/jobs/job.hpp"
 #include "baton/mutex/options.hpp"
+#include "baton/scheduler/records.hpp"
 #include "baton/scheduler/trigger.hpp"
 
 namespace baton::detail {
@@ -29,6 +33,61 @@ struct recorded_fire {
 std::string format_schedule_state(const recorded_fire& r);
 /// Parses format_schedule_state(); nullopt for an empty or malformed state.
 std::optional<recorded_fire> parse_schedule_state(std::string_view text);
+
+/// The whole lease-guarded state of a schedule: the last fire and how many manual runs
+/// (schedule_controls::trigger_requests) were taken, so that a new leader runs each request once.
+struct schedule_state {
+  std::optional<recorded_fire> fire;  ///< nullopt: never fired
+  std::uint64_t manual_runs = 0;      ///< manual runs taken (recorded before each starts)
+
+  friend bool operator==(const schedule_state&, const schedule_state&) = default;
+};
+
+/// Without manual runs: format_schedule_state(*fire) (the v1 text, readable by older versions);
+/// else "v2 <manual_runs>[ <last_fire_ms_utc> <fence>[ <last_end_ms_utc>]]". Empty when there
+/// is nothing to record.
+std::string format_state(const schedule_state& s);
+/// Parses both forms (an empty text: the empty state); nullopt when malformed.
+std::optional<schedule_state> parse_state(std::string_view text);
+
+/// Why the scheduler asked a run to stop.
+enum class stop_cause {
+  none,        ///< it did not
+  timeout,     ///< the schedule's timeout passed
+  lost_lease,  ///< leadership lost, or the lease not renewed stop_grace before its end
+  shutdown,    ///< the scheduler is stopping or the schedule was removed (the lease is given up)
+};
+
+/// How an attempt ended: a stop the scheduler asked for wins (timeout: timed_out; lease loss or
+/// shutdown: lost_lease), then a reported signal (killed), then a throw (failed), else succeeded.
+run_outcome classify_outcome(stop_cause stop, bool threw, const run_report& report) noexcept;
+/// True for the outcomes a retry is for: failed, killed, timed_out.
+bool retryable(run_outcome o) noexcept;
+/// The wait before retry `n` (1 for the first): backoff * 2^(n-1), saturating at a day.
+std::chrono::milliseconds retry_delay(std::chrono::milliseconds backoff, unsigned n) noexcept;
+/// True when a retry at `at` may run: before the next planned fire (none planned: always).
+bool retry_fits(sys_time at, std::optional<sys_time> next_fire) noexcept;
+
+/// The bounded queue of history records not written yet (oldest first). push() beyond `bound`
+/// drops the oldest and counts it.
+class history_queue {
+ public:
+  struct item {
+    std::uint64_t fence = 0;  ///< written with this fence (the ownership that made the record)
+    std::string bytes;
+  };
+  explicit history_queue(std::size_t bound) : bound_(bound) {}
+  /// Adds a record; returns how many old ones were dropped to make room (0 or 1).
+  std::size_t push(item i);
+  bool empty() const noexcept { return items_.empty(); }
+  std::size_t size() const noexcept { return items_.size(); }
+  const item& front() const { return items_.front(); }
+  void pop() { items_.pop_front(); }
+
+ private:
+  std::size_t bound_;
+  std::deque<item> items_;
+};
 
 /// What a leader does at one wake-up. due() answers wait or start; decide() adds the skip
 /// policy, the overlap rule (skip_overlap) and the lease rule (defer).
