@@ -166,6 +166,36 @@ std::string show_size(std::uint64_t bytes) {
   return std::to_string(bytes) + units[u];
 }
 
+/// Keeps the last `limit` bytes of a stream (a run's stderr for its history record), whatever
+/// part of it went to the log.
+class tail_keeper {
+ public:
+  explicit tail_keeper(std::size_t limit) : limit_(limit) {}
+  void feed(std::string_view data) {
+    if (limit_ == 0) {
+      truncated_ = truncated_ || !data.empty();
+      return;
+    }
+    if (data.size() >= limit_) {
+      truncated_ = truncated_ || data.size() > limit_ || !tail_.empty();
+      tail_.assign(data.substr(data.size() - limit_));
+      return;
+    }
+    tail_.append(data);
+    if (tail_.size() > limit_) {
+      tail_.erase(0, tail_.size() - limit_);
+      truncated_ = true;
+    }
+  }
+  std::string& tail() { return tail_; }
+  bool truncated() const { return truncated_; }
+
+ private:
+  std::size_t limit_;
+  std::string tail_;
+  bool truncated_ = false;
+};
+
 /// Splits a stream into lines and logs each one tagged with the schedule, up to `cap` bytes of
 /// the stream per run (a line crossing the cap is cut there); the rest is only counted, and
 /// summary() says how much was dropped. Every byte still goes through feed(), so the pipe is
@@ -176,7 +206,11 @@ class line_logger {
               std::uint64_t cap)
       : schedule_(schedule), stream_(stream), level_(level), cap_(cap) {}
 
+  /// Also feeds every byte to `tail` (which must outlive this logger).
+  void keep_tail(tail_keeper* tail) { tail_ = tail; }
+
   void feed(std::string_view data) {
+    if (tail_ != nullptr) tail_->feed(data);
     total_ += data.size();
     if (capped_) return;
     if (const std::uint64_t room = cap_ - logged_; data.size() > room) {
@@ -228,6 +262,7 @@ class line_logger {
   std::uint64_t logged_ = 0;  // of them, bytes that went to the log
   bool capped_ = false;
   std::string buffer_;
+  tail_keeper* tail_ = nullptr;
 };
 
 /// Reads what is available; false at end of file (or a read error).
@@ -323,6 +358,8 @@ void run_command(const command_options& opts, const job_context& ctx) {
   ::fcntl(report_r.get(), F_SETFL, O_NONBLOCK);
   line_logger out_log(name, "stdout", spdlog::level::info, opts.log_output);
   line_logger err_log(name, "stderr", spdlog::level::warn, opts.log_output);
+  tail_keeper err_tail(ctx.report ? ctx.report->output_tail_limit : 0);
+  if (ctx.report) err_log.keep_tail(&err_tail);
 
   run_outcome outcome;
   pid_t command_pid = 0;
@@ -431,6 +468,10 @@ void run_command(const command_options& opts, const job_context& ctx) {
   err_log.flush();
   out_log.summary();
   err_log.summary();
+  if (ctx.report) {
+    ctx.report->output_tail = std::move(err_tail.tail());
+    ctx.report->output_truncated = err_tail.truncated();
+  }
   if (!outcome.done) {
     // The supervisor died without seeing the tree gone (killed from outside): the command's
     // group is the best we still know.
@@ -446,6 +487,10 @@ void run_command(const command_options& opts, const job_context& ctx) {
 
   const double took = seconds(steady::now() - started);
   const int status = *outcome.wait_status;
+  if (ctx.report) {
+    if (WIFEXITED(status)) ctx.report->exit_status = WEXITSTATUS(status);
+    if (WIFSIGNALED(status)) ctx.report->signal = WTERMSIG(status);
+  }
   std::string result;
   if (WIFEXITED(status)) {
     const int code = WEXITSTATUS(status);

@@ -133,10 +133,19 @@ std::size_t history_queue::push(item i) {
 }
 
 schedule_plan::schedule_plan(trigger when, misfire_policy policy, milliseconds on_time_window)
-    : when_(std::move(when)), policy_(policy), window_(on_time_window) {}
+    : when_(std::move(when)),
+      policy_(policy),
+      window_(on_time_window),
+      active_window_(on_time_window) {}
+
+void schedule_plan::resume(const std::optional<recorded_fire>& recorded, sys_time now) {
+  start(recorded, now);
+  active_window_ = milliseconds::zero();
+}
 
 void schedule_plan::start(const std::optional<recorded_fire>& recorded, sys_time now) {
   leader_since_ = now;
+  active_window_ = window_;
   awaiting_end_ = false;
   candidate_.reset();
   last_fire_.reset();
@@ -210,7 +219,7 @@ decision schedule_plan::due(sys_time now) const {
   }
   const sys_time latest = latest_due(first, now);
   // Due while we lead (or just before): a regular fire, however late the timer woke.
-  if (latest >= leader_since_ - window_) {
+  if (latest >= leader_since_ - active_window_) {
     d.what = decision::start;
     d.slot = latest;
     return d;

@@ -31,6 +31,14 @@ using std::chrono::milliseconds;
 constexpr milliseconds max_wait{60'000};
 /// How long stop() waits for the backends to confirm the releases.
 constexpr milliseconds release_wait{5'000};
+/// How long stop() and remove() wait for the history records to be written before releasing.
+constexpr milliseconds history_flush_wait{2'000};
+/// With a push for control changes, the controls are still re-read this often (a lost push).
+constexpr milliseconds controls_safety_interval{30'000};
+/// Most history records kept while the backend cannot take them (then the oldest are dropped).
+constexpr std::size_t history_queue_bound = 32;
+/// Longest error text kept in a history record.
+constexpr std::size_t max_error_bytes = 1024;
 
 std::string fmt_time(sys_time t) { return format_rfc3339_utc(t); }
 
@@ -40,15 +48,16 @@ double seconds(std::chrono::steady_clock::duration d) {
 
 }  // namespace
 
-/// Drives one schedule: the contender of its mutex, its fire timer and its running job. All its
-/// state lives on its own strand; status() reads a snapshot under a mutex.
+/// Drives one schedule: the contender of its mutex, its fire timer, its controls, its history
+/// writes and its running job. All its state lives on its own strand; status() reads a snapshot
+/// under a mutex.
 class schedule_runner : public mutex_contender,
                         public std::enable_shared_from_this<schedule_runner> {
  public:
   schedule_runner(schedule_options s, contend_options lease, milliseconds stop_grace,
                   std::string contender_id, boost::asio::io_context& io,
                   std::shared_ptr<detail::job_pool> jobs,
-                  std::shared_ptr<const scheduler_clock> clock)
+                  std::shared_ptr<const scheduler_clock> clock, record_store& records)
       : options_(std::move(s)),
         lease_(lease),
         stop_grace_(stop_grace),
@@ -56,9 +65,11 @@ class schedule_runner : public mutex_contender,
         strand_(boost::asio::make_strand(io)),
         jobs_(std::move(jobs)),
         clock_(std::move(clock)),
+        records_(records),
         plan_(options_.when, options_.misfire),
         fire_timer_(strand_),
-        run_timer_(strand_) {
+        run_timer_(strand_),
+        controls_timer_(strand_) {
     status_.name = options_.name;
   }
 
@@ -80,9 +91,21 @@ class schedule_runner : public mutex_contender,
     boost::asio::post(strand_, [self = shared_from_this(), done = std::move(done)] {
       self->shutting_down_ = true;
       self->cancel_fire_timer();
-      self->request_stop("the scheduler is stopping");
+      self->stop_controls();
+      self->drop_retry("the scheduler is stopping");
+      self->request_stop(stop_cause::shutdown, "the scheduler is stopping");
       self->set_next_fire(std::nullopt);
       done();
+    });
+  }
+
+  /// Calls `done` (on the strand) once every history record made so far was written or given
+  /// up (a write failed: it stays queued, but nobody waits for it).
+  void flush_history(std::function<void()> done) {
+    boost::asio::post(strand_, [self = shared_from_this(), done = std::move(done)] {
+      if (self->history_.empty() && !self->appending_) return done();
+      self->flush_waiters_.push_back(std::move(done));
+      self->pump_history();
     });
   }
 
@@ -109,8 +132,27 @@ class schedule_runner : public mutex_contender,
     std::uint64_t term = 0;
     sys_time fire{};
     std::uint64_t fence = 0;
+    run_trigger trigger = run_trigger::schedule;
+    unsigned attempt = 1;
+    sys_time started{};
     std::stop_source stop;
+    stop_cause cause = stop_cause::none;
     steady_time deadline = steady_time::max();
+  };
+
+  /// What a job thread hands back to the strand.
+  struct run_result {
+    bool threw = false;
+    std::string error;
+    run_report report;
+    sys_time end{};
+    milliseconds took{0};
+  };
+
+  struct pending_retry {
+    sys_time fire{};       // the planned time of the fire being retried
+    unsigned attempt = 2;  // the attempt it will be
+    sys_time at{};         // when it may start
   };
 
   template <class F>
@@ -128,6 +170,7 @@ class schedule_runner : public mutex_contender,
   void acquired(std::uint64_t fence) {
     ++term_;
     leader_ = true;
+    ready_ = false;
     fence_ = fence;
     cancel_fire_timer();
     if (shutting_down_) return;
@@ -138,11 +181,15 @@ class schedule_runner : public mutex_contender,
     if (!leader_) return;
     ++term_;
     leader_ = false;
+    ready_ = false;
     fence_ = 0;
     cancel_fire_timer();
+    stop_controls();
+    manual_pending_.reset();
+    drop_retry("leadership was lost");
     set_next_fire(std::nullopt);
     detail::log().info("schedule '{}': '{}' is no longer leader", name(), contender_id_);
-    request_stop("leadership was lost");
+    request_stop(stop_cause::lost_lease, "leadership was lost");
   }
 
   void read_state(std::uint64_t term) {
@@ -163,12 +210,14 @@ class schedule_runner : public mutex_contender,
       arm_after(lease_.retry_period, [self = shared_from_this(), term] { self->read_state(term); });
       return;
     }
-    auto recorded = parse_schedule_state(bytes);
-    if (!recorded && !bytes.empty()) {
+    auto parsed = parse_state(bytes);
+    if (!parsed) {
       update_status([](schedule_status& s) { ++s.state_errors; });
       detail::log().warn("schedule '{}': unreadable recorded state '{}'; starting afresh", name(),
                          bytes);
     }
+    state_ = parsed.value_or(schedule_state{});
+    const auto& recorded = state_.fire;
     const auto now = clock_->now_system();
     plan_.start(recorded, now);
     if (recorded && recorded->last_fire > now)
@@ -179,7 +228,109 @@ class schedule_runner : public mutex_contender,
     detail::log().info("schedule '{}': '{}' is leader with fence {}; last fire {}", name(),
                        contender_id_, fence_,
                        recorded ? fmt_time(recorded->last_fire) : std::string("none recorded"));
-    evaluate();
+    watch_controls(term);
+    read_controls(term);  // fires once the controls are known (or unreadable)
+  }
+
+  // --- controls -----------------------------------------------------------------------------
+
+  void watch_controls(std::uint64_t term) {
+    if (watch_handle_ != 0) records_.unwatch_controls(watch_handle_);
+    std::weak_ptr<schedule_runner> weak = shared_from_this();
+    watch_handle_ = records_.watch_controls(name(), [weak, term] {
+      if (auto self = weak.lock())
+        boost::asio::post(self->strand_, [self, term] {
+          if (term == self->term_ && self->leader_) self->read_controls(term);
+        });
+    });
+  }
+
+  void stop_controls() {
+    ++controls_gen_;
+    controls_timer_.cancel();
+    if (watch_handle_ != 0) records_.unwatch_controls(watch_handle_);
+    watch_handle_ = 0;
+  }
+
+  void read_controls(std::uint64_t term) {
+    records_.async_read_controls(
+        name(), [self = shared_from_this(), term](std::error_code ec, controls_record rec) {
+          boost::asio::post(self->strand_, [self, term, ec, rec = std::move(rec)] {
+            self->controls_read(term, ec, rec);
+          });
+        });
+  }
+
+  void controls_read(std::uint64_t term, std::error_code ec, const controls_record& rec) {
+    if (term != term_ || !leader_ || shutting_down_) return;
+    std::optional<schedule_controls> read;
+    if (ec) {
+      update_status([](schedule_status& s) { ++s.controls_errors; });
+      if (!controls_error_logged_)
+        detail::log().warn(
+            "schedule '{}': reading its controls failed: {}; not paused until "
+            "they can be read",
+            name(), ec.message());
+      controls_error_logged_ = true;
+    } else if (rec.version >= controls_version_) {
+      controls_error_logged_ = false;
+      try {
+        read = parse_schedule_controls(rec);
+      } catch (const std::invalid_argument& e) {
+        update_status([](schedule_status& s) { ++s.controls_errors; });
+        detail::log().error(
+            "schedule '{}': unreadable controls (version {}): {}; treated as not "
+            "paused",
+            name(), rec.version, e.what());
+        read = controls_;
+        read->paused = false;
+        read->version = rec.version;
+      }
+    }
+    // The next look: on a push (and at a slow safety interval), else at the lease poll_interval.
+    const auto gen = ++controls_gen_;
+    controls_timer_.expires_after(watch_handle_ != 0 ? controls_safety_interval
+                                                     : lease_.poll_interval);
+    controls_timer_.async_wait([self = shared_from_this(), gen, term](boost::system::error_code) {
+      if (gen != self->controls_gen_ || term != self->term_ || !self->leader_) return;
+      self->read_controls(term);
+    });
+    if (read) apply_controls(*read);
+    if (!ready_) {
+      ready_ = true;
+      evaluate();
+    }
+  }
+
+  void apply_controls(const schedule_controls& c) {
+    const bool was_paused = controls_.paused;
+    const bool requests = c.trigger_requests != controls_.trigger_requests;
+    controls_ = c;
+    controls_version_ = c.version;
+    update_status([&](schedule_status& s) {
+      s.paused = c.paused;
+      s.paused_reason = c.paused ? c.reason : std::string();
+    });
+    if (!ready_) {
+      if (c.paused)
+        detail::log().info("schedule '{}': paused{}{}; not firing", name(),
+                           c.reason.empty() ? "" : ": ", c.reason);
+      return;
+    }
+    if (c.paused && !was_paused) {
+      detail::log().info("schedule '{}': paused{}{}; not firing until resumed", name(),
+                         c.reason.empty() ? "" : ": ", c.reason);
+      drop_retry("the schedule was paused");
+      evaluate();
+    } else if (!c.paused && was_paused) {
+      detail::log().info("schedule '{}': resumed", name());
+      // Restart the cadence from the last fire recorded: slots skipped while paused are missed
+      // fires now, and the misfire policy decides (run_once: one catch-up run; skip: dropped).
+      plan_.resume(state_.fire, clock_->now_system());
+      evaluate();
+    } else if (requests) {
+      evaluate();
+    }
   }
 
   // --- firing -------------------------------------------------------------------------------
@@ -205,39 +356,90 @@ class schedule_runner : public mutex_contender,
     arm_after(at - clock_->now_system(), [self = shared_from_this()] { self->evaluate(); });
   }
 
+  void wait_until(std::optional<sys_time> wake) {
+    if (wake)
+      arm_at(*wake);
+    else
+      cancel_fire_timer();
+  }
+
   void evaluate() {
-    if (!leader_ || shutting_down_) return;
+    if (!leader_ || shutting_down_ || !ready_) return;
+    const bool busy = run_.has_value() || starting_;
+    // A manual run asked for and not taken yet: first, whatever the cadence says.
+    if (!busy && (manual_pending_ || controls_.trigger_requests > state_.manual_runs)) {
+      if (!may_start(service_->lease_deadline(), clock_->now_steady(), stop_grace_)) {
+        defer_manual();
+        return;
+      }
+      if (manual_pending_)
+        start_manual();
+      else
+        take_manual();
+      return;
+    }
     const auto now = clock_->now_system();
-    const auto d = plan_.decide(now, run_.has_value() || starting_, lease_left(), stop_grace_);
+    if (controls_.paused) {
+      evaluate_paused(now);
+      return;
+    }
+    const auto d = plan_.decide(now, busy, lease_left(), stop_grace_);
     if (d.dropped)
       detail::log().info("schedule '{}': dropping the fires missed since {} (misfire policy skip)",
                          name(), fmt_time(*d.missed_since));
     switch (d.what) {
       case decision::wait:
         set_next_fire(d.wake);
-        if (d.wake)
-          arm_at(*d.wake);
-        else
-          cancel_fire_timer();
+        if (retry_ && !busy) {
+          if (retry_->at <= now) {
+            start_retry();
+            return;
+          }
+          wait_until(d.wake ? std::min(*d.wake, retry_->at) : retry_->at);
+          return;
+        }
+        wait_until(d.wake);
         return;
       case decision::skip_overlap:
         update_status([](schedule_status& s) { ++s.skipped_overlap; });
         detail::log().warn("schedule '{}': fire at {} skipped: the run fired at {} is still going",
                            name(), fmt_time(d.slot),
                            run_ ? fmt_time(run_->fire) : std::string("just now"));
+        append_history(skipped_record(d.slot, run_outcome::skipped_overlap), fence_);
         set_next_fire(d.wake);
-        if (d.wake)
-          arm_at(*d.wake);
-        else
-          cancel_fire_timer();
+        wait_until(d.wake);
         return;
       case decision::defer:
         defer(d.slot);
         return;
       case decision::start:
+        drop_retry("the next planned fire came");
         record(d);
         return;
     }
+  }
+
+  // Paused: due slots are recorded as skipped_paused (those that came due while this node led)
+  // and passed over, but the recorded last fire stays, so that resume() catches them up.
+  void evaluate_paused(sys_time now) {
+    set_next_fire(std::nullopt);
+    auto d = plan_.due(now);
+    if (d.dropped) {
+      plan_.drop_missed(now);
+      d = plan_.due(now);
+    }
+    if (d.what == decision::start) {
+      // A catch_up slot was missed before this leadership began: an earlier leader recorded it
+      // (or nobody led); only slots due while this node leads are recorded here.
+      if (!d.catch_up) {
+        detail::log().info("schedule '{}': fire at {} skipped: the schedule is paused", name(),
+                           fmt_time(d.slot));
+        append_history(skipped_record(d.slot, run_outcome::skipped_paused), fence_);
+      }
+      plan_.skipped(d.slot);
+      d = plan_.due(now);
+    }
+    wait_until(d.wake);
   }
 
   std::chrono::nanoseconds lease_left() const {
@@ -259,6 +461,11 @@ class schedule_runner : public mutex_contender,
               [self = shared_from_this()] { self->evaluate(); });
   }
 
+  void defer_manual() {
+    arm_after(std::min(lease_.retry_period, milliseconds{250}),
+              [self = shared_from_this()] { self->evaluate(); });
+  }
+
   // Records the fire with our fence; the job starts only once that write succeeded.
   void record(const decision& d) {
     if (d.catch_up)
@@ -267,11 +474,12 @@ class schedule_runner : public mutex_contender,
     starting_ = true;
     cancel_fire_timer();
     set_next_fire(std::nullopt);
-    const recorded_fire fire_record{floor_ms(d.slot), fence_, std::nullopt};
+    schedule_state next = state_;
+    next.fire = recorded_fire{floor_ms(d.slot), fence_, std::nullopt};
     service_->async_write_state(
-        format_schedule_state(fire_record),
-        [self = shared_from_this(), term = term_, d](std::error_code ec) {
-          boost::asio::post(self->strand_, [self, term, d, ec] { self->recorded(term, d, ec); });
+        format_state(next), [self = shared_from_this(), term = term_, d, next](std::error_code ec) {
+          boost::asio::post(self->strand_,
+                            [self, term, d, next, ec] { self->recorded(term, d, next, ec); });
         });
   }
 
@@ -279,7 +487,8 @@ class schedule_runner : public mutex_contender,
     return sys_time{std::chrono::floor<milliseconds>(t.time_since_epoch())};
   }
 
-  void recorded(std::uint64_t term, const decision& d, std::error_code ec) {
+  void recorded(std::uint64_t term, const decision& d, const schedule_state& next,
+                std::error_code ec) {
     starting_ = false;
     if (term != term_ || !leader_ || shutting_down_) {
       detail::log().info("schedule '{}': fire at {} not started: {}", name(), fmt_time(d.slot),
@@ -295,36 +504,102 @@ class schedule_runner : public mutex_contender,
         arm_after(lease_.retry_period, [self = shared_from_this()] { self->evaluate(); });
       return;
     }
+    state_ = next;
     // The write took a round trip: check the lease again.
     if (!may_start(service_->lease_deadline(), clock_->now_steady(), stop_grace_)) {
       defer(d.slot);
       return;
     }
-    start_run(d);
+    plan_.fired(d.slot);
+    deferred_slot_.reset();
+    start_run(d.slot, d.catch_up ? run_trigger::catch_up : run_trigger::schedule, 1);
     evaluate();
   }
 
-  void start_run(const decision& step) {
-    const sys_time slot = step.slot;
-    plan_.fired(slot);
-    deferred_slot_.reset();
+  // A manual run: record that it is taken (manual_runs + 1, with our fence) before it starts,
+  // so that a new leader does not run it again.
+  void take_manual() {
+    starting_ = true;
+    cancel_fire_timer();
+    schedule_state next = state_;
+    ++next.manual_runs;
+    const sys_time taken = clock_->now_system();
+    service_->async_write_state(format_state(next), [self = shared_from_this(), term = term_, next,
+                                                     taken](std::error_code ec) {
+      boost::asio::post(self->strand_, [self, term, next, taken, ec] {
+        self->manual_taken(term, next, taken, ec);
+      });
+    });
+  }
+
+  void manual_taken(std::uint64_t term, const schedule_state& next, sys_time taken,
+                    std::error_code ec) {
+    starting_ = false;
+    if (term != term_ || !leader_ || shutting_down_) return;
+    if (ec) {
+      update_status([](schedule_status& s) { ++s.state_errors; });
+      detail::log().warn("schedule '{}': manual run not started: recording it failed: {}", name(),
+                         ec.message());
+      if (ec != make_error_code(errc::not_owner))
+        arm_after(lease_.retry_period, [self = shared_from_this()] { self->evaluate(); });
+      return;
+    }
+    state_ = next;
+    manual_pending_ = taken;
+    detail::log().info("schedule '{}': manual run {} taken", name(), next.manual_runs);
+    evaluate();
+  }
+
+  void start_manual() {
+    const sys_time taken = *manual_pending_;
+    manual_pending_.reset();
+    start_run(floor_ms(taken), run_trigger::manual, 1);
+    evaluate();
+  }
+
+  void start_retry() {
+    const pending_retry r = *retry_;
+    retry_.reset();
+    if (!may_start(service_->lease_deadline(), clock_->now_steady(), stop_grace_)) {
+      retry_ = r;
+      defer_manual();
+      return;
+    }
+    start_run(r.fire, run_trigger::retry, r.attempt);
+    evaluate();
+  }
+
+  void drop_retry(const char* why) {
+    if (!retry_) return;
+    detail::log().info("schedule '{}': retry {} of the fire at {} not run: {}", name(),
+                       retry_->attempt - 1, fmt_time(retry_->fire), why);
+    retry_.reset();
+  }
+
+  void start_run(sys_time slot, run_trigger trigger, unsigned attempt) {
     run r;
     r.id = ++run_ids_;
     r.term = term_;
     r.fire = slot;
     r.fence = fence_;
+    r.trigger = trigger;
+    r.attempt = attempt;
+    r.started = clock_->now_system();
     if (options_.timeout > milliseconds::zero())
       r.deadline = clock_->now_steady() + options_.timeout;
     job_context ctx{options_.name, contender_id_, fence_, slot, r.deadline, r.stop.get_token()};
     run_ = std::move(r);
     update_status([&](schedule_status& s) {
       ++s.runs;
-      if (step.catch_up) ++s.catch_ups;
+      if (trigger == run_trigger::catch_up) ++s.catch_ups;
+      if (trigger == run_trigger::retry) ++s.retries;
+      if (trigger == run_trigger::manual) ++s.manual_runs;
       s.running = true;
-      s.last_fire = slot;
+      if (trigger == run_trigger::schedule || trigger == run_trigger::catch_up) s.last_fire = slot;
     });
-    detail::log().info("schedule '{}': run started (fire {}, fence {})", name(), fmt_time(slot),
-                       fence_);
+    detail::log().info("schedule '{}': run started (fire {}, fence {}, {}{})", name(),
+                       fmt_time(slot), fence_, to_string(trigger),
+                       attempt > 1 ? ", attempt " + std::to_string(attempt) : std::string());
     jobs_->post([self = shared_from_this(), ctx = std::move(ctx), id = run_->id] {
       self->execute(ctx, id);
     });
@@ -332,66 +607,233 @@ class schedule_runner : public mutex_contender,
   }
 
   // On a job thread.
-  void execute(const job_context& ctx, std::uint64_t id) {
+  void execute(job_context ctx, std::uint64_t id) {
     const auto started = std::chrono::steady_clock::now();
-    std::string error;
-    bool failed = false;
+    run_result result;
+    result.report.output_tail_limit = options_.history > 0 ? options_.history_output : 0;
+    ctx.report = &result.report;
     if (ctx.stop.stop_requested()) {
-      failed = true;
-      error = "asked to stop before it started";
+      result.threw = true;
+      result.error = "asked to stop before it started";
     } else {
       try {
         options_.job(ctx);
       } catch (const std::exception& e) {
-        failed = true;
-        error = e.what();
+        result.threw = true;
+        result.error = e.what();
       } catch (...) {
-        failed = true;
-        error = "unknown exception";
+        result.threw = true;
+        result.error = "unknown exception";
       }
     }
+    ctx.report = nullptr;
     const auto took = std::chrono::steady_clock::now() - started;
-    const auto end = clock_->now_system();
-    if (failed)
+    result.took = std::chrono::duration_cast<milliseconds>(took);
+    result.end = clock_->now_system();
+    if (result.threw)
       detail::log().error("schedule '{}': run (fire {}) failed after {:.3f} s: {}", name(),
-                          fmt_time(ctx.fire_time), seconds(took), error);
+                          fmt_time(ctx.fire_time), seconds(took), result.error);
     else
       detail::log().info("schedule '{}': run (fire {}) finished in {:.3f} s{}", name(),
                          fmt_time(ctx.fire_time), seconds(took),
                          ctx.stop.stop_requested() ? " (it was asked to stop)" : "");
-    boost::asio::post(
-        strand_, [self = shared_from_this(), id, failed, end] { self->run_done(id, failed, end); });
+    boost::asio::post(strand_, [self = shared_from_this(), id, result = std::move(result)] {
+      self->run_done(id, result);
+    });
   }
 
-  void run_done(std::uint64_t id, bool failed, sys_time end) {
+  void run_done(std::uint64_t id, const run_result& result) {
     if (!run_ || run_->id != id) return;
     const run finished = std::move(*run_);
     run_.reset();
     ++run_gen_;
     run_timer_.cancel();
+    // A job that noticed its timeout before our timer did.
+    stop_cause cause = finished.cause;
+    if (cause == stop_cause::none && finished.deadline != steady_time::max() &&
+        clock_->now_steady() >= finished.deadline)
+      cause = stop_cause::timeout;
+    const run_outcome outcome = classify_outcome(cause, result.threw, result.report);
     update_status([&](schedule_status& s) {
       s.running = false;
-      if (failed) ++s.failures;
+      if (result.threw) ++s.failures;
     });
+    append_history(attempt_record(finished, result, outcome, cause), finished.fence);
     if (finished.term != term_ || !leader_ || shutting_down_) return;
-    plan_.run_ended(end);
-    // Record the end too: a fixed_delay successor counts its period from it.
-    const recorded_fire end_record{floor_ms(finished.fire), finished.fence, floor_ms(end)};
-    service_->async_write_state(
-        format_schedule_state(end_record), [self = shared_from_this()](std::error_code ec) {
-          if (ec && ec != make_error_code(errc::not_owner))
-            detail::log().debug("schedule '{}': recording the end of a run failed: {}",
-                                self->name(), ec.message());
-        });
+    const bool cadence_run =
+        finished.trigger == run_trigger::schedule || finished.trigger == run_trigger::catch_up;
+    if (cadence_run) {
+      plan_.run_ended(result.end);
+      // Record the end too: a fixed_delay successor counts its period from it.
+      schedule_state next = state_;
+      next.fire = recorded_fire{floor_ms(finished.fire), finished.fence, floor_ms(result.end)};
+      state_ = next;
+      service_->async_write_state(
+          format_state(next), [self = shared_from_this()](std::error_code ec) {
+            if (ec && ec != make_error_code(errc::not_owner))
+              detail::log().debug("schedule '{}': recording the end of a run failed: {}",
+                                  self->name(), ec.message());
+          });
+    }
+    plan_retry(finished, outcome);
     evaluate();
+  }
+
+  void plan_retry(const run& finished, run_outcome outcome) {
+    if (!retryable(outcome) || finished.attempt > options_.retries) return;
+    const unsigned n = finished.attempt;  // retry n is attempt n + 1
+    const sys_time at = clock_->now_system() + retry_delay(options_.retry_backoff, n);
+    if (controls_.paused) {
+      detail::log().info("schedule '{}': not retrying the fire at {}: the schedule is paused",
+                         name(), fmt_time(finished.fire));
+      return;
+    }
+    if (!retry_fits(at, plan_.next_fire())) {
+      detail::log().info(
+          "schedule '{}': not retrying the fire at {}: retry {} would start at {}, not before the "
+          "next planned fire {}",
+          name(), fmt_time(finished.fire), n, fmt_time(at), fmt_time(*plan_.next_fire()));
+      return;
+    }
+    detail::log().info("schedule '{}': retry {} of {} of the fire at {} at {}", name(), n,
+                       options_.retries, fmt_time(finished.fire), fmt_time(at));
+    retry_ = pending_retry{finished.fire, n + 1, at};
+  }
+
+  // --- history ------------------------------------------------------------------------------
+
+  run_record base_record(sys_time planned) const {
+    run_record r;
+    r.schedule = name();
+    r.node = contender_id_;
+    r.fence = fence_;
+    r.planned = floor_ms(planned);
+    return r;
+  }
+
+  run_record skipped_record(sys_time slot, run_outcome why) const {
+    auto r = base_record(slot);
+    r.outcome = why;
+    return r;
+  }
+
+  run_record attempt_record(const run& finished, const run_result& result, run_outcome outcome,
+                            stop_cause cause) const {
+    auto r = base_record(finished.fire);
+    r.fence = finished.fence;
+    r.trigger = finished.trigger;
+    r.attempt = finished.attempt;
+    r.started = floor_ms(finished.started);
+    r.ended = floor_ms(result.end);
+    r.duration = result.took;
+    r.outcome = outcome;
+    r.exit_status = result.report.exit_status;
+    r.signal = result.report.signal;
+    switch (cause) {
+      case stop_cause::timeout:
+        r.error = "timed out after " + format_duration(options_.timeout);
+        break;
+      case stop_cause::lost_lease:
+        r.error = "stopped: leadership was lost";
+        break;
+      case stop_cause::shutdown:
+        r.error = "stopped: the scheduler is stopping";
+        break;
+      case stop_cause::none:
+        r.error = result.threw ? result.error : std::string();
+        break;
+    }
+    if (r.error.size() > max_error_bytes) r.error.resize(max_error_bytes);
+    r.output = result.report.output_tail;
+    r.output_truncated = result.report.output_truncated;
+    if (r.output.size() > options_.history_output) {
+      r.output.erase(0, r.output.size() - options_.history_output);
+      r.output_truncated = true;
+    }
+    return r;
+  }
+
+  // Queues `r` for the backend (written with `fence`, the ownership that made it) and writes
+  // what is queued. Never blocks; a failed write stays queued and goes again with the next one.
+  void append_history(run_record r, std::uint64_t fence) {
+    update_status([&](schedule_status& s) {
+      if (r.outcome == run_outcome::succeeded)
+        s.consecutive_failures = 0;
+      else if (retryable(r.outcome))
+        ++s.consecutive_failures;
+      s.last_run = r;
+    });
+    if (options_.history == 0) return;
+    std::string bytes = to_json(r);
+    while (bytes.size() > max_history_entry_bytes && !r.output.empty()) {
+      r.output.erase(0, std::max<std::size_t>(r.output.size() / 2, 1));
+      r.output_truncated = true;
+      bytes = to_json(r);
+    }
+    if (const auto dropped = history_.push({fence, std::move(bytes)}); dropped > 0) {
+      update_status([&](schedule_status& s) { s.history_dropped += dropped; });
+      detail::log().warn(
+          "schedule '{}': {} unwritten history record(s) dropped: the queue holds at most {}",
+          name(), dropped, history_queue_bound);
+    }
+    pump_history();
+  }
+
+  void pump_history() {
+    if (appending_) return;
+    if (history_.empty()) {
+      notify_flushed();
+      return;
+    }
+    appending_ = true;
+    const auto& item = history_.front();
+    records_.async_append_history(
+        name(), contender_id_, item.fence, item.bytes, std::min(options_.history, max_history_keep),
+        [self = shared_from_this()](std::error_code ec) {
+          boost::asio::post(self->strand_, [self, ec] { self->history_appended(ec); });
+        });
+  }
+
+  void history_appended(std::error_code ec) {
+    appending_ = false;
+    if (!ec) {
+      history_.pop();
+      pump_history();
+      return;
+    }
+    if (ec == make_error_code(errc::not_owner)) {
+      // Another ownership began since the record's fence: a stale leader's record, rejected by
+      // design.
+      detail::log().warn(
+          "schedule '{}': history record of fence {} rejected: another node owns the schedule "
+          "since",
+          name(), history_.front().fence);
+      history_.pop();
+      update_status([](schedule_status& s) { ++s.history_dropped; });
+      pump_history();
+      return;
+    }
+    update_status([](schedule_status& s) { ++s.history_errors; });
+    detail::log().warn(
+        "schedule '{}': writing a history record failed: {}; {} record(s) kept for the next "
+        "write",
+        name(), ec.message(), history_.size());
+    notify_flushed();
+  }
+
+  void notify_flushed() {
+    auto waiters = std::move(flush_waiters_);
+    flush_waiters_.clear();
+    for (auto& w : waiters) w();
   }
 
   // --- the running job's stop point -----------------------------------------------------------
 
-  void request_stop(const char* why) {
+  void request_stop(stop_cause cause, const char* why) {
     if (!run_ || run_->stop.stop_requested()) return;
     detail::log().info("schedule '{}': asking the run fired at {} to stop: {}", name(),
                        fmt_time(run_->fire), why);
+    run_->cause = cause;
     run_->stop.request_stop();
   }
 
@@ -417,12 +859,13 @@ class schedule_runner : public mutex_contender,
     if (now >= run_->deadline) {
       detail::log().warn("schedule '{}': the run fired at {} timed out after {} ms", name(),
                          fmt_time(run_->fire), options_.timeout.count());
-      request_stop("timeout");
+      request_stop(stop_cause::timeout, "timeout");
       return;
     }
     if (run_->term == term_ && leader_ &&
         !may_start(service_->lease_deadline(), now, stop_grace_)) {
-      request_stop("the lease was not renewed in time (stop_grace before its end)");
+      request_stop(stop_cause::lost_lease,
+                   "the lease was not renewed in time (stop_grace before its end)");
       return;
     }
     arm_run_timer();
@@ -435,22 +878,36 @@ class schedule_runner : public mutex_contender,
   boost::asio::strand<boost::asio::io_context::executor_type> strand_;
   std::shared_ptr<detail::job_pool> jobs_;
   std::shared_ptr<const scheduler_clock> clock_;
+  record_store& records_;
   std::shared_ptr<contend_service> service_;
 
   // Strand only.
   schedule_plan plan_;
   boost::asio::steady_timer fire_timer_;
   boost::asio::steady_timer run_timer_;
-  std::uint64_t term_ = 0;      // bumps on every acquisition and release
-  std::uint64_t fire_gen_ = 0;  // bumps on every (re)arm or cancel of fire_timer_
-  std::uint64_t run_gen_ = 0;   // same for run_timer_
+  boost::asio::steady_timer controls_timer_;
+  std::uint64_t term_ = 0;          // bumps on every acquisition and release
+  std::uint64_t fire_gen_ = 0;      // bumps on every (re)arm or cancel of fire_timer_
+  std::uint64_t run_gen_ = 0;       // same for run_timer_
+  std::uint64_t controls_gen_ = 0;  // same for controls_timer_
   std::uint64_t run_ids_ = 0;
   std::uint64_t fence_ = 0;
   bool leader_ = false;
-  bool starting_ = false;  // the fire is being recorded; the job starts once it is
+  bool ready_ = false;     // leader, and the state and controls were read (or found unreadable)
+  bool starting_ = false;  // a fire or manual run is being recorded; the job starts once it is
   bool shutting_down_ = false;
   std::optional<run> run_;
   std::optional<sys_time> deferred_slot_;
+  schedule_state state_;                // what the lease-guarded state holds (as we wrote it)
+  schedule_controls controls_;          // as last read
+  std::uint64_t controls_version_ = 0;  // never apply an older read over a newer one
+  bool controls_error_logged_ = false;
+  std::uint64_t watch_handle_ = 0;          // 0: no push, poll
+  std::optional<sys_time> manual_pending_;  // a manual run taken (recorded), not started yet
+  std::optional<pending_retry> retry_;
+  history_queue history_{history_queue_bound};
+  bool appending_ = false;
+  std::vector<std::function<void()>> flush_waiters_;
 
   mutable std::mutex status_mutex_;
   schedule_status status_;
@@ -566,8 +1023,9 @@ void scheduler::add(schedule_options s) {
   const contend_options lease = checked.lease;
   const auto grace = checked.stop_grace;
   auto name = s.name;
-  auto runner = std::make_shared<detail::schedule_runner>(
-      std::move(s), lease, grace, id_, runtime_.io(), pool_->jobs, options_.clock);
+  auto runner =
+      std::make_shared<detail::schedule_runner>(std::move(s), lease, grace, id_, runtime_.io(),
+                                                pool_->jobs, options_.clock, backend_.records());
   try {
     runner->attach(backend_.make_contend_service(name, runner, lease, id_));
   } catch (const std::invalid_argument& e) {
@@ -660,7 +1118,23 @@ void scheduler::retire(const std::vector<std::shared_ptr<detail::schedule_runner
     std::this_thread::sleep_for(std::chrono::milliseconds{5});
   }
 
-  // 3. Release the mutexes, all at once, and wait for the backends to confirm.
+  // 3. Write the history records of the runs that ended (bounded: a backend that is down does
+  // not hold the release up).
+  auto flushed = std::make_shared<std::size_t>(which.size());
+  for (const auto& r : which)
+    r->flush_history([sync, flushed] {
+      std::lock_guard lock(sync->first);
+      --*flushed;
+      sync->second.notify_all();
+    });
+  if (can_wait) {
+    std::unique_lock lock(sync->first);
+    if (!sync->second.wait_for(lock, detail::history_flush_wait, [&] { return *flushed == 0; }))
+      detail::log().warn("scheduler: {} schedule(s) still writing history records; releasing",
+                         *flushed);
+  }
+
+  // 4. Release the mutexes, all at once, and wait for the backends to confirm.
   auto released = std::make_shared<std::size_t>(which.size());
   for (const auto& r : which)
     r->service()->stop([sync, released] {

@@ -131,6 +131,9 @@ class schedule_plan {
 
   /// Became leader at `now`; `recorded` is what the state held (nullopt: nothing recorded).
   void start(const std::optional<recorded_fire>& recorded, sys_time now);
+  /// Resumed at `now` after a pause (this node leads): like start(), but every slot before `now`
+  /// is a missed fire (no on-time window), so the misfire policy decides about them.
+  void resume(const std::optional<recorded_fire>& recorded, sys_time now);
   /// What to do at `now`, by the cadence alone: start (`slot`, maybe a catch_up) or wait
   /// (`wake`; `dropped` when the skip policy would drop missed fires: call drop_missed()).
   decision due(sys_time now) const;
@@ -162,6 +165,7 @@ class schedule_plan {
   trigger when_;
   misfire_policy policy_;
   std::chrono::milliseconds window_;
+  std::chrono::milliseconds active_window_;  // window_, or 0 after resume()
   std::optional<sys_time> candidate_;
   std::optional<sys_time> last_fire_;
   sys_time leader_since_{};
