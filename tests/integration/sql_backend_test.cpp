@@ -8,6 +8,7 @@
 #include <atomic>
 #include <future>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -15,9 +16,11 @@
 
 #include "baton/backends/factory.hpp"
 #include "baton/backends/sql/sql_backend.hpp"
+#include "baton/mutex/backend_descriptor.hpp"
 #include "baton/mutex/detail/log.hpp"
 #include "baton/mutex/errc.hpp"
 #include "baton/mutex/locker.hpp"
+#include "baton/mutex/records.hpp"
 #include "baton/mutex/stats.hpp"
 #include "support/env.hpp"
 #include "support/lease.hpp"
@@ -136,9 +139,34 @@ bool table_exists(const baton::backend_config& config, const std::string& table)
   return n > 0;
 }
 
+// The owner records table and the history and controls tables derived from its name.
 void drop_table(const baton::backend_config& config, const std::string& table) {
   auto sql = admin_session(config);
-  *sql << "DROP TABLE IF EXISTS " + table;
+  for (const char* suffix : {"", "_history", "_controls"})
+    *sql << "DROP TABLE IF EXISTS " + table + suffix;
+}
+
+baton::backends::sql::dialect dialect_of(const std::string& type) {
+  using baton::backends::sql::dialect;
+  return type == "sqlite"       ? dialect::sqlite
+         : type == "postgresql" ? dialect::postgresql
+                                : dialect::mysql;
+}
+
+// The statements of the shipped schema file for `table` (a driver runs one statement at a time):
+// `--` comments dropped, split at ';' (the shipped files quote no ';').
+std::vector<std::string> schema_statements(const std::string& type, const std::string& table) {
+  std::string text;
+  std::istringstream lines(baton::backends::sql::schema_sql(dialect_of(type), table));
+  for (std::string line; std::getline(lines, line);)
+    if (line.rfind("--", 0) != 0) text += line + "\n";
+  std::vector<std::string> out;
+  std::size_t from = 0;
+  for (auto semi = text.find(';'); semi != std::string::npos; semi = text.find(';', from)) {
+    out.push_back(text.substr(from, semi - from));
+    from = semi + 1;
+  }
+  return out;
 }
 
 class sql_backend_test : public ::testing::TestWithParam<std::string> {
@@ -176,6 +204,8 @@ TEST_P(sql_backend_test, creates_the_table_when_missing) {
   ASSERT_FALSE(ec) << ec.message();
   EXPECT_TRUE(grant.owner.is("a"));
   EXPECT_TRUE(table_exists(*created_, table_));
+  EXPECT_TRUE(table_exists(*created_, table_ + "_history"));
+  EXPECT_TRUE(table_exists(*created_, table_ + "_controls"));
 }
 
 TEST_P(sql_backend_test, missing_table_with_create_table_false_is_a_clear_error) {
@@ -192,11 +222,7 @@ TEST_P(sql_backend_test, missing_table_with_create_table_false_is_a_clear_error)
 TEST_P(sql_backend_test, create_table_false_uses_an_existing_table) {
   created_ = config();
   auto sql = admin_session(*created_);
-  *sql << baton::backends::sql::schema_sql(
-      GetParam() == "sqlite"       ? baton::backends::sql::dialect::sqlite
-      : GetParam() == "postgresql" ? baton::backends::sql::dialect::postgresql
-                                   : baton::backends::sql::dialect::mysql,
-      table_);
+  for (const auto& statement : schema_statements(GetParam(), table_)) *sql << statement;
   sync_store store(make(config({{"create_table", "false"}})));
   auto [ec, grant] = store.acquire("m", "a");
   ASSERT_FALSE(ec) << ec.message();
@@ -536,6 +562,201 @@ TEST_P(sql_backend_test, reacquire_after_a_failed_release_is_a_new_ownership) {
   auto [ec3, renewed] = store.acquire("m", "a", 5s, 5s);
   ASSERT_FALSE(ec3) << ec3.message();
   EXPECT_EQ(renewed.owner.fence, again.owner.fence) << "then renewals keep the fence again";
+}
+
+namespace {
+
+std::error_code append(baton::mutex_backend& backend, const std::string& name,
+                       const std::string& me, std::uint64_t fence, std::string bytes,
+                       std::size_t keep = 50) {
+  auto promise = std::make_shared<std::promise<std::error_code>>();
+  auto future = promise->get_future();
+  backend.records().async_append_history(name, me, fence, std::move(bytes), keep,
+                                         [promise](std::error_code ec) { promise->set_value(ec); });
+  if (future.wait_for(reply_timeout) != std::future_status::ready)
+    throw std::runtime_error("no reply to append_history within 10 s");
+  return future.get();
+}
+
+}  // namespace
+
+TEST_P(sql_backend_test,
+       create_table_false_with_the_schema_file_loaded_serves_history_and_controls) {
+  created_ = config();
+  auto sql = admin_session(*created_);
+  const auto statements = schema_statements(GetParam(), table_);
+  ASSERT_EQ(statements.size(), 3u);
+  for (const auto& statement : statements) *sql << statement;
+  auto backend = make(config({{"create_table", "false"}}));
+  sync_store store(backend);
+  auto [ec, a] = store.acquire("m", "a");
+  ASSERT_FALSE(ec) << ec.message();
+  EXPECT_FALSE(append(*backend, "m", "a", a.owner.fence, "one"));
+  EXPECT_FALSE(append(*backend, "m", "a", a.owner.fence, "two"));
+  auto h = baton::read_history(backend->records(), "m", 10);
+  ASSERT_EQ(h.size(), 2u);
+  EXPECT_EQ(h[0].bytes, "two");
+  EXPECT_EQ(h[0].fence, a.owner.fence);
+  EXPECT_EQ(baton::write_controls(backend->records(), "m", 0, "{}"),
+            (baton::controls_record{"{}", 1}));
+  EXPECT_EQ(baton::read_controls(backend->records(), "m"), (baton::controls_record{"{}", 1}));
+}
+
+TEST_P(sql_backend_test, create_table_false_without_the_records_tables_names_the_missing_one) {
+  // A database set up for an older baton: the owner records table only.
+  created_ = config();
+  auto sql = admin_session(*created_);
+  *sql << schema_statements(GetParam(), table_).front();
+  log_capture log;
+  sync_store store(make(config({{"create_table", "false"}})));
+  auto [ec, grant] = store.acquire("m", "a");
+  EXPECT_EQ(ec, errc::backend_error);
+  EXPECT_TRUE(log.contains("table '" + table_ + "_history' is missing or unusable"));
+  EXPECT_TRUE(log.contains("create_table=false"));
+  EXPECT_TRUE(log.contains("schema/" + GetParam() + ".sql"));
+  EXPECT_FALSE(table_exists(*created_, table_ + "_history"));
+  EXPECT_FALSE(table_exists(*created_, table_ + "_controls"));
+}
+
+TEST_P(sql_backend_test, an_older_database_gets_the_records_tables_when_create_table_is_true) {
+  created_ = config();
+  auto sql = admin_session(*created_);
+  *sql << schema_statements(GetParam(), table_).front();
+  *sql << "INSERT INTO " + table_ +
+              " (name, owner_id, acquired_at, ttl_at, transition_at, fence, state) "
+              "VALUES ('m', '', 0, 0, 0, 7, '')";
+  auto backend = make(*created_);
+  sync_store store(backend);
+  auto [ec, a] = store.acquire("m", "a");
+  ASSERT_FALSE(ec) << ec.message();
+  EXPECT_EQ(a.owner.fence, 8u);
+  EXPECT_FALSE(append(*backend, "m", "a", a.owner.fence, "after the upgrade"));
+  EXPECT_EQ(baton::read_history(backend->records(), "m", 10).size(), 1u);
+}
+
+TEST_P(sql_backend_test, a_read_only_backend_reads_empty_records_where_the_tables_are_missing) {
+  // An older baton made this database; `baton status` and `history` must still work on it.
+  created_ = config();
+  auto sql = admin_session(*created_);
+  *sql << schema_statements(GetParam(), table_).front();
+  auto cfg = config();
+  cfg.read_only = true;
+  auto ro = make(cfg);
+  EXPECT_TRUE(baton::read_history(ro->records(), "m", 10).empty());
+  EXPECT_EQ(baton::read_controls(ro->records(), "m"), (baton::controls_record{"", 0}));
+  EXPECT_EQ(append(*ro, "m", "a", 1, "x"), errc::invalid_argument);
+  EXPECT_THROW(baton::write_controls(ro->records(), "m", 0, "x"), std::system_error);
+  EXPECT_FALSE(table_exists(*created_, table_ + "_history"));
+  EXPECT_FALSE(table_exists(*created_, table_ + "_controls"));
+  // Once a newer node made them, the same read-only backend reads them.
+  auto writer = make(*created_);
+  sync_store store(writer);
+  auto [ec, a] = store.acquire("m", "a");
+  ASSERT_FALSE(ec) << ec.message();
+  ASSERT_FALSE(append(*writer, "m", "a", a.owner.fence, "entry"));
+  auto h = baton::read_history(ro->records(), "m", 10);
+  ASSERT_EQ(h.size(), 1u);
+  EXPECT_EQ(h[0].bytes, "entry");
+}
+
+TEST_P(sql_backend_test, a_table_whose_derived_names_are_too_long_is_refused_at_config_time) {
+  // <table>_controls, the longer derived name, must fit PostgreSQL's 63 and MySQL's 64
+  // characters; SQLite has no such limit.
+  const std::size_t limit = GetParam() == "postgresql" ? 63 : GetParam() == "mysql" ? 64 : 0;
+  if (limit == 0) {
+    EXPECT_NO_THROW(make(config({{"table", std::string(63, 't')}})));
+    return;
+  }
+  const std::string fits(limit - 9, 't');
+  const std::string too_long(limit - 8, 't');
+  EXPECT_NO_THROW(make(config({{"table", fits}})));
+  for (const auto& table : {too_long, "s." + too_long}) {
+    try {
+      make(config({{"table", table}}));
+      ADD_FAILURE() << table << " was accepted";
+    } catch (const baton::backend_param_error& e) {
+      EXPECT_EQ(e.param(), "table");
+      EXPECT_NE(std::string(e.what()).find(too_long + "_controls"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(std::to_string(limit)), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST_P(sql_backend_test, a_history_append_racing_with_a_takeover_is_rejected) {
+  auto backend = fresh({{"statement_timeout", "10s"}});
+  sync_store store(backend);
+  auto [ec, a] = store.acquire("m", "a", 5s, 5s);
+  ASSERT_FALSE(ec) << ec.message();
+  ASSERT_FALSE(append(*backend, "m", "a", a.owner.fence, "by a"));
+
+  // Another session holds the owner row (SQLite: the write lock) and hands the mutex to "b"
+  // while a's next append waits for that lock: the append must see the takeover, not its own
+  // stale check.
+  auto admin = admin_session(*created_);
+  lock_row_m(*admin);
+  const auto sent = baton::backend_requests_sent();
+  auto late = std::async(std::launch::async,
+                         [&] { return append(*backend, "m", "a", a.owner.fence, "late by a"); });
+  EXPECT_TRUE(baton::test::wait_until([&] { return baton::backend_requests_sent() > sent; }, 10s));
+  if (GetParam() != "sqlite") {
+    // Until the append waits for the row lock (SQLite cannot show that: its wait is in-process).
+    auto observer = admin_session(*created_);
+    const std::string waiting =
+        GetParam() == "postgresql"
+            ? "SELECT COUNT(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query "
+              "LIKE '%FOR UPDATE%' AND query LIKE '%" +
+                  table_ + "%'"
+            // MySQL: innodb_trx needs PROCESS; the statement still running in the processlist
+            // (our own user's threads need no privilege) can only be waiting for the lock.
+            : "SELECT COUNT(*) FROM information_schema.processlist WHERE id <> CONNECTION_ID() "
+              "AND command = 'Query' AND info LIKE '%FOR UPDATE%' AND info LIKE '%" +
+                  table_ + "%'";
+    EXPECT_TRUE(baton::test::wait_until(
+        [&] {
+          long long n = 0;
+          *observer << waiting, soci::into(n);
+          return n > 0;
+        },
+        8s));
+  }
+  *admin << "UPDATE " + table_ + " SET owner_id = 'b', fence = fence + 1 WHERE name = 'm'";
+  *admin << "COMMIT";
+  ASSERT_EQ(late.wait_for(15s), std::future_status::ready);
+  EXPECT_EQ(late.get(), errc::not_owner);
+
+  auto h = baton::read_history(backend->records(), "m", 10);
+  ASSERT_EQ(h.size(), 1u);
+  EXPECT_EQ(h[0].bytes, "by a");
+  // The new ownership writes with its own fence; the old one stays out.
+  EXPECT_FALSE(append(*backend, "m", "b", a.owner.fence + 1, "by b"));
+  EXPECT_EQ(append(*backend, "m", "a", a.owner.fence, "later by a"), errc::not_owner);
+  h = baton::read_history(backend->records(), "m", 10);
+  ASSERT_EQ(h.size(), 2u);
+  EXPECT_EQ(h[0].bytes, "by b");
+  EXPECT_EQ(h[0].fence, a.owner.fence + 1);
+  EXPECT_GT(h[0].seq, h[1].seq);
+}
+
+TEST_P(sql_backend_test, history_and_controls_are_utf8_text_and_other_bytes_are_refused) {
+  auto backend = fresh();
+  sync_store store(backend);
+  auto [ec, a] = store.acquire("m", "a");
+  ASSERT_FALSE(ec) << ec.message();
+  const auto fence = a.owner.fence;
+  for (const std::string bad : {std::string("bad \xff byte"), std::string("nul \0 byte", 10),
+                                std::string("surrogate \xed\xa0\x80"),
+                                std::string("overlong \xc0\xaf"), std::string("cut \xe2\x82")}) {
+    EXPECT_EQ(append(*backend, "m", "a", fence, bad), errc::invalid_argument) << bad;
+    EXPECT_THROW(baton::write_controls(backend->records(), "m", 0, bad), std::system_error) << bad;
+  }
+  EXPECT_TRUE(baton::read_history(backend->records(), "m", 10).empty());
+  EXPECT_EQ(baton::read_controls(backend->records(), "m").version, 0u);
+  // Every plane of UTF-8 round-trips (MySQL: utf8mb4, four-byte characters included).
+  const std::string text = "a \xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80 \xf4\x8f\xbf\xbf";
+  ASSERT_FALSE(append(*backend, "m", "a", fence, text));
+  EXPECT_EQ(baton::read_history(backend->records(), "m", 1).at(0).bytes, text);
+  EXPECT_EQ(baton::write_controls(backend->records(), "m", 0, text).bytes, text);
+  EXPECT_EQ(baton::read_controls(backend->records(), "m").bytes, text);
 }
 
 INSTANTIATE_TEST_SUITE_P(dialects, sql_backend_test,

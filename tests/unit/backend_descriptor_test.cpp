@@ -221,8 +221,24 @@ const std::vector<corpus_entry>& corpus() {
       {"postgresql", R"({"type": "postgresql", "connection": "host=db"})",
        R"({"ttl": "1s", "transition": "1s", "retry_period": "100ms", "drift_margin": "2s"})", "",
        "", "/lease/drift_margin: drift_margin (2s) must be less than ttl + transition (2s)"},
+      // PostgreSQL allows 63 characters per name: <table>_controls must fit too
+      {"postgresql",
+       R"({"type": "postgresql", "connection": "host=db", "table": ")" + std::string(54, 't') +
+           "\"}",
+       "", "", "", ""},
+      {"postgresql",
+       R"({"type": "postgresql", "connection": "host=db", "table": "s.)" + std::string(55, 't') +
+           "\"}",
+       "", "", "",
+       "/backend/table: postgresql backend: parameter 'table': 's." + std::string(55, 't') +
+           "' is too long: the derived table '" + std::string(55, 't') + "_controls' has 64"},
       // mysql
       {"mysql", R"({"type": "mysql", "connection": "db=x host=h"})", "", "", "", ""},
+      {"mysql",
+       R"({"type": "mysql", "connection": "db=x", "table": ")" + std::string(56, 't') + "\"}", "",
+       "", "",
+       "/backend/table: mysql backend: parameter 'table': '" + std::string(56, 't') +
+           "' is too long"},
       {"mysql", R"({"type": "mysql", "connection": "db=x reconnect=1"})", "", "", "",
        "/backend/connection: mysql backend: parameter 'connection': 'reconnect' is not allowed"},
       // redis

@@ -2,7 +2,7 @@
 -- Times are milliseconds since the Unix epoch on the database clock; `state` holds the
 -- lease-guarded state hex-encoded. Names and owner ids compare byte-wise (binary collations).
 -- The backend runs this file (with `baton_mutex` replaced by the configured table name) when
--- the table is missing, unless create_table=false.
+-- a table is missing, unless create_table=false.
 CREATE TABLE IF NOT EXISTS baton_mutex (
   name          VARCHAR(128) CHARACTER SET ascii COLLATE ascii_bin NOT NULL PRIMARY KEY,
   owner_id      VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL DEFAULT '',
@@ -11,4 +11,26 @@ CREATE TABLE IF NOT EXISTS baton_mutex (
   transition_at BIGINT       NOT NULL DEFAULT 0,
   fence         BIGINT       NOT NULL DEFAULT 0,
   state         TEXT         CHARACTER SET ascii NOT NULL
+) ENGINE = InnoDB;
+
+-- Run history: the newest entries per mutex (the writer prunes the older ones). Written only by
+-- the owner with its fence; seq counts per mutex and is never reused. bytes is UTF-8 text (the
+-- scheduler writes JSON); written_at is the database clock.
+-- bytes: up to 64 KiB of UTF-8, hence MEDIUMTEXT (TEXT holds 65535 bytes).
+CREATE TABLE IF NOT EXISTS baton_mutex_history (
+  name          VARCHAR(128) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
+  seq           BIGINT       NOT NULL,
+  fence         BIGINT       NOT NULL,
+  written_at    BIGINT       NOT NULL,
+  bytes         MEDIUMTEXT   CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
+  PRIMARY KEY (name, seq)
+) ENGINE = InnoDB;
+
+-- Controls (pause, trigger requests): one row per mutex, written by anyone with compare-and-set
+-- on version (1 for the first write, + 1 for each one after).
+CREATE TABLE IF NOT EXISTS baton_mutex_controls (
+  name          VARCHAR(128) CHARACTER SET ascii COLLATE ascii_bin NOT NULL PRIMARY KEY,
+  version       BIGINT       NOT NULL,
+  written_at    BIGINT       NOT NULL,
+  bytes         TEXT         CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL
 ) ENGINE = InnoDB;

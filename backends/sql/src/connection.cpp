@@ -24,7 +24,16 @@ enum which {
   release_stmt,
   write_state_stmt,
   read_state_stmt,
-  notify_stmt
+  notify_stmt,
+  lock_owner_stmt,
+  max_seq_stmt,
+  insert_history_stmt,
+  prune_history_stmt,
+  read_history_stmt,
+  read_controls_stmt,
+  insert_controls_stmt,
+  update_controls_stmt,
+  notify_controls_stmt
 };
 
 int socket_of(dialect d, soci::session& session) {
@@ -185,6 +194,9 @@ connection::~connection() noexcept {
     write_state_.reset();
     read_state_.reset();
     notify_.reset();
+    for (auto* slot : {&lock_owner_, &max_seq_, &insert_history_, &prune_history_, &read_history_,
+                       &read_controls_, &insert_controls_, &update_controls_, &notify_controls_})
+      slot->reset();
     session_.reset();
   } catch (...) {
     // A broken connection may fail to deallocate its statements; it is closed either way.
@@ -233,6 +245,46 @@ soci::statement& connection::prepared(std::unique_ptr<soci::statement>& slot, in
       slot = std::make_unique<soci::statement>(
           (s.prepare << sql_.read_state, into(state_), use(name_, "name")));
       break;
+    case lock_owner_stmt:
+      slot = std::make_unique<soci::statement>((s.prepare << sql_.lock_owner, into(locked_fence_),
+                                                use(name_, "name"), use(me_, "me"),
+                                                use(fence_in_, "fence")));
+      break;
+    case max_seq_stmt:
+      slot = std::make_unique<soci::statement>(
+          (s.prepare << sql_.max_seq, into(seq_), use(name_, "name")));
+      break;
+    case insert_history_stmt:
+      slot = std::make_unique<soci::statement>((s.prepare << sql_.insert_history,
+                                                use(name_, "name"), use(seq_, "seq"),
+                                                use(fence_in_, "fence"), use(bytes_, "bytes")));
+      break;
+    case prune_history_stmt:
+      slot = std::make_unique<soci::statement>(
+          (s.prepare << sql_.prune_history, use(name_, "name"), use(cut_, "cut")));
+      break;
+    case read_history_stmt:
+      slot = std::make_unique<soci::statement>((s.prepare << sql_.read_history, into(seq_),
+                                                into(fence_), into(bytes_), use(name_, "name"),
+                                                use(limit_, "limit")));
+      break;
+    case read_controls_stmt:
+      slot = std::make_unique<soci::statement>(
+          (s.prepare << sql_.read_controls, into(version_), into(bytes_), use(name_, "name")));
+      break;
+    case insert_controls_stmt:
+      slot = std::make_unique<soci::statement>(
+          (s.prepare << sql_.insert_controls, use(name_, "name"), use(bytes_, "bytes")));
+      break;
+    case update_controls_stmt:
+      slot = std::make_unique<soci::statement>((s.prepare << sql_.update_controls,
+                                                use(bytes_, "bytes"), use(name_, "name"),
+                                                use(expected_, "expected")));
+      break;
+    case notify_controls_stmt:
+      slot = std::make_unique<soci::statement>(
+          (s.prepare << sql_.notify, use(sql_.channel, "channel"), use(payload_, "name")));
+      break;
   }
   return *slot;
 }
@@ -255,14 +307,100 @@ void connection::create_table() {
 
 void connection::check_table() {
   std::string name;
+  checking_ = sql_.table;
   *session_ << sql_.check_table, soci::into(name);
+  checking_ = sql_.history_table;
+  *session_ << sql_.check_history, soci::into(name);
+  checking_ = sql_.controls_table;
+  *session_ << sql_.check_controls, soci::into(name);
+  checking_.clear();
 }
 
-bool connection::table_exists() {
+bool connection::table_exists() { return table_exists(sql_.find_table_t); }
+
+bool connection::table_exists(const std::string& find_t) {
   std::string found;
-  std::string table = sql_.find_table_t;
+  std::string table = find_t;
   *session_ << sql_.find_table, soci::use(table, "t"), soci::into(found);
   return found == "yes";
+}
+
+bool connection::append_history(const std::string& name, const std::string& me, std::uint64_t fence,
+                                const std::string& bytes, std::size_t keep) {
+  name_ = name;
+  me_ = me;
+  fence_in_ = static_cast<long long>(fence);
+  auto& lock = prepared(lock_owner_, lock_owner_stmt);
+  auto& max_seq = prepared(max_seq_, max_seq_stmt);
+  auto& insert = prepared(insert_history_, insert_history_stmt);
+  auto& prune = prepared(prune_history_, prune_history_stmt);
+  // The owner row stays locked (SQLite: the whole file) until COMMIT, so no takeover can come
+  // between the check and the insert, and appends of one mutex get their seq one at a time.
+  exec(sql_.begin);
+  if (!select_one(lock)) {
+    exec(sql_.rollback);
+    return false;
+  }
+  seq_ = 0;
+  select_one(max_seq);
+  // The newest entry is never pruned (keep >= 1), so the highest seq only grows: never reused.
+  ++seq_;
+  bytes_ = bytes;
+  insert.execute(true);
+  cut_ = seq_ - static_cast<long long>(keep);
+  if (cut_ > 0) prune.execute(true);
+  exec(sql_.commit);
+  bytes_.clear();
+  return true;
+}
+
+std::vector<history_entry> connection::read_history(const std::string& name, std::size_t limit) {
+  std::vector<history_entry> out;
+  if (limit == 0) return out;
+  name_ = name;
+  limit_ = static_cast<long long>(std::min(limit, max_history_keep));
+  auto& select = prepared(read_history_, read_history_stmt);
+  select.execute(false);
+  while (select.fetch())
+    out.push_back({static_cast<std::uint64_t>(seq_), static_cast<std::uint64_t>(fence_), bytes_});
+  bytes_.clear();
+  return out;
+}
+
+controls_record connection::read_controls(const std::string& name) {
+  name_ = name;
+  controls_record out;
+  if (select_one(prepared(read_controls_, read_controls_stmt))) {
+    out.bytes = std::move(bytes_);
+    out.version = static_cast<std::uint64_t>(version_);
+  }
+  bytes_.clear();
+  return out;
+}
+
+bool connection::write_controls(const std::string& name, std::uint64_t expected,
+                                const std::string& bytes) {
+  name_ = name;
+  bytes_ = bytes;
+  expected_ = static_cast<long long>(expected);
+  // The first write inserts (a row already there: no row affected); later ones compare the
+  // version. Each is one statement, atomic on its own; PostgreSQL wraps it with its NOTIFY so
+  // that listeners hear of the change when it is committed, and only then.
+  auto& write = expected == 0 ? prepared(insert_controls_, insert_controls_stmt)
+                              : prepared(update_controls_, update_controls_stmt);
+  const bool notify = !sql_.notify.empty();
+  if (notify) exec(sql_.begin);
+  write.execute(true);
+  const bool written = write.get_affected_rows() == 1;
+  if (notify) {
+    if (written) {
+      payload_ = dialect_sql::controls_payload(name);
+      select_one(prepared(notify_controls_, notify_controls_stmt));
+    }
+    exec(written ? sql_.commit : sql_.rollback);
+  }
+  bytes_.clear();
+  return written;
 }
 
 lease_grant connection::grant() const {

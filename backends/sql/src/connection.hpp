@@ -14,6 +14,7 @@
 
 #include "baton/backends/sql/sql_backend.hpp"
 #include "baton/mutex/lease_store.hpp"
+#include "baton/mutex/records.hpp"
 #include "dialect.hpp"
 #include "errors.hpp"
 
@@ -72,10 +73,27 @@ class connection {
   void configure(const sql_options& options);
   /// Runs the schema (CREATE TABLE IF NOT EXISTS), serialized between processes on PostgreSQL.
   void create_table();
-  /// Throws when the table is missing or unusable.
+  /// Throws when one of the tables (owner records, history, controls) is missing or unusable;
+  /// checking() then names it.
   void check_table();
-  /// Whether the table exists (one read; creates nothing). Throws.
+  /// The table check_table() was looking at when it threw.
+  const std::string& checking() const noexcept { return checking_; }
+  /// Whether a table exists (one read; creates nothing): the owner records table, or the one
+  /// `find_t` names (dialect_sql::find_history_t, find_controls_t). Throws.
   bool table_exists();
+  bool table_exists(const std::string& find_t);
+
+  /// In one transaction: if `me` owns `name` with `fence` (its row locked), appends `bytes` with
+  /// the next seq and deletes all but the newest `keep` entries; false (nothing written) if not.
+  bool append_history(const std::string& name, const std::string& me, std::uint64_t fence,
+                      const std::string& bytes, std::size_t keep);
+  /// The newest `limit` history entries of `name`, newest first.
+  std::vector<history_entry> read_history(const std::string& name, std::size_t limit);
+  /// The controls record of `name` ({"", 0} when never written).
+  controls_record read_controls(const std::string& name);
+  /// Writes the controls of `name` if their version is `expected` (0: no row yet); true if it
+  /// did. PostgreSQL: NOTIFYs the change in the same transaction.
+  bool write_controls(const std::string& name, std::uint64_t expected, const std::string& bytes);
 
   /// The conditional UPDATE (inserting a free row first if missing) and the owner record with the
   /// database's clock, in one transaction. `release_first`: `me` released the mutex but the
@@ -117,6 +135,12 @@ class connection {
 
   std::unique_ptr<soci::statement> acquire_, insert_, select_owner_, select_now_, release_,
       write_state_, read_state_, notify_;
+
+  // History and controls.
+  std::string bytes_, payload_, checking_;
+  long long seq_ = 0, cut_ = 0, limit_ = 0, version_ = 0, expected_ = 0, locked_fence_ = 0;
+  std::unique_ptr<soci::statement> lock_owner_, max_seq_, insert_history_, prune_history_,
+      read_history_, read_controls_, insert_controls_, update_controls_, notify_controls_;
 };
 
 }  // namespace baton::backends::sql::detail

@@ -46,9 +46,43 @@ constexpr std::string_view columns =
 std::string expand(std::string_view text, const dialect_sql& sql) {
   std::string out(text);
   replace_all(out, "{now}", sql.now_ms);
+  replace_all(out, "{h}", sql.history_table);
+  replace_all(out, "{c}", sql.controls_table);
   replace_all(out, "{t}", sql.table);
   return out;
 }
+
+// Whether the identifier `baton_mutex` that ends at `end` of `text` is a whole word, or the stem
+// of one of the derived table names.
+bool stem_ends(std::string_view text, std::size_t end) {
+  auto word_ends_at = [&](std::size_t at) {
+    return at == text.size() || !identifier_char(text[at]);
+  };
+  if (word_ends_at(end)) return true;
+  for (auto suffix : {history_suffix, controls_suffix})
+    if (text.compare(end, suffix.size(), suffix) == 0 && word_ends_at(end + suffix.size()))
+      return true;
+  return false;
+}
+
+// History append, step by step in one transaction (connection::append_history): lock the owner
+// row if `me` owns it with `fence`, then the next seq, the entry, and the pruning.
+constexpr std::string_view lock_owner_template =
+    "SELECT fence FROM {t} WHERE name = :name AND owner_id = :me AND fence = :fence";
+constexpr std::string_view max_seq_template =
+    "SELECT COALESCE(MAX(seq), 0) FROM {h} WHERE name = :name";
+constexpr std::string_view insert_history_template =
+    "INSERT INTO {h} (name, seq, fence, written_at, bytes) "
+    "VALUES (:name, :seq, :fence, {now}, :bytes)";
+constexpr std::string_view prune_history_template =
+    "DELETE FROM {h} WHERE name = :name AND seq <= :cut";
+constexpr std::string_view read_history_template =
+    "SELECT seq, fence, bytes FROM {h} WHERE name = :name ORDER BY seq DESC LIMIT :limit";
+constexpr std::string_view controls_columns =
+    "(name, version, bytes, written_at) VALUES (:name, 1, :bytes, {now})";
+constexpr std::string_view update_controls_template =
+    "UPDATE {c} SET version = version + 1, bytes = :bytes, written_at = {now} "
+    "WHERE name = :name AND version = :expected";
 
 }  // namespace
 
@@ -103,7 +137,7 @@ std::string with_table(std::string_view text, std::string_view table) {
   std::size_t i = 0;
   while (i < text.size()) {
     if (text.compare(i, word.size(), word) == 0 && (i == 0 || !identifier_char(text[i - 1])) &&
-        (i + word.size() == text.size() || !identifier_char(text[i + word.size()]))) {
+        stem_ends(text, i + word.size())) {
       out += table;
       i += word.size();
     } else {
@@ -117,11 +151,15 @@ dialect_sql make_dialect_sql(dialect d, const std::string& table) {
   dialect_sql sql;
   sql.kind = d;
   sql.table = table;
+  sql.history_table = table + std::string(history_suffix);
+  sql.controls_table = table + std::string(controls_suffix);
   switch (d) {
     case dialect::sqlite:
       sql.now_ms = "CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER)";
       sql.begin = "BEGIN IMMEDIATE";
       sql.insert_missing = expand("INSERT OR IGNORE INTO {t} ", sql) + std::string(columns);
+      sql.insert_controls =
+          expand("INSERT OR IGNORE INTO {c} " + std::string(controls_columns), sql);
       break;
     case dialect::postgresql:
       sql.now_ms = "CAST(FLOOR(EXTRACT(EPOCH FROM statement_timestamp()) * 1000) AS BIGINT)";
@@ -130,12 +168,16 @@ dialect_sql make_dialect_sql(dialect d, const std::string& table) {
       sql.notify = "SELECT pg_notify(:channel, :name)";
       sql.insert_missing =
           expand("INSERT INTO {t} ", sql) + std::string(columns) + " ON CONFLICT (name) DO NOTHING";
+      sql.insert_controls = expand(
+          "INSERT INTO {c} " + std::string(controls_columns) + " ON CONFLICT (name) DO NOTHING",
+          sql);
       break;
     case dialect::mysql:
       // Needs the session time zone '+00:00' (set on connect) to be free of DST jumps.
       sql.now_ms = "CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)";
       sql.begin = "START TRANSACTION";
       sql.insert_missing = expand("INSERT IGNORE INTO {t} ", sql) + std::string(columns);
+      sql.insert_controls = expand("INSERT IGNORE INTO {c} " + std::string(controls_columns), sql);
       break;
   }
   sql.commit = "COMMIT";
@@ -145,6 +187,18 @@ dialect_sql make_dialect_sql(dialect d, const std::string& table) {
   sql.release = expand(release_template, sql);
   sql.write_state = expand(write_state_template, sql);
   sql.read_state = expand("SELECT state FROM {t} WHERE name = :name", sql);
+  sql.rollback = "ROLLBACK";
+  sql.lock_owner = expand(lock_owner_template, sql);
+  if (d != dialect::sqlite) sql.lock_owner += " FOR UPDATE";  // SQLite: BEGIN IMMEDIATE locks
+  sql.max_seq = expand(max_seq_template, sql);
+  sql.insert_history = expand(insert_history_template, sql);
+  sql.prune_history = expand(prune_history_template, sql);
+  sql.read_history = expand(read_history_template, sql);
+  sql.read_controls = expand("SELECT version, bytes FROM {c} WHERE name = :name", sql);
+  sql.update_controls = expand(update_controls_template, sql);
+  sql.check_history =
+      expand("SELECT name, seq, fence, written_at, bytes FROM {h} WHERE 1 = 0", sql);
+  sql.check_controls = expand("SELECT name, version, bytes, written_at FROM {c} WHERE 1 = 0", sql);
   sql.check_table = expand(
       "SELECT name, owner_id, acquired_at, ttl_at, transition_at, fence, state FROM {t} "
       "WHERE 1 = 0",
@@ -173,6 +227,8 @@ dialect_sql make_dialect_sql(dialect d, const std::string& table) {
           " AND table_name = :t) THEN 'yes' ELSE 'no' END";
       break;
   }
+  sql.find_history_t = sql.find_table_t + std::string(history_suffix);
+  sql.find_controls_t = sql.find_table_t + std::string(controls_suffix);
   sql.schema = split_sql(with_table(schema_file(d), table));
   return sql;
 }

@@ -29,6 +29,26 @@ struct dialect_sql {
   std::string check_table;   ///< fails when the table or one of its columns is missing
   std::string find_table;    ///< :t -> 'yes' when the table exists, else 'no' (read only)
   std::string find_table_t;  ///< what :t of find_table binds
+
+  // History and controls (record_store): tables <table>_history and <table>_controls.
+  std::string history_table;
+  std::string controls_table;
+  std::string rollback;
+  std::string lock_owner;       ///< :name :me :fence -> fence; locks the row (PG/MySQL FOR UPDATE)
+  std::string max_seq;          ///< :name -> the highest seq of the history (0 when empty)
+  std::string insert_history;   ///< :name :seq :fence :bytes
+  std::string prune_history;    ///< :name :cut; deletes entries with seq <= cut
+  std::string read_history;     ///< :name :limit -> seq, fence, bytes, newest first
+  std::string read_controls;    ///< :name -> version, bytes
+  std::string insert_controls;  ///< :name :bytes; version 1, affects no row when one exists
+  std::string update_controls;  ///< :bytes :name :expected; version + 1 where version = expected
+  std::string check_history;    ///< fails when the history table or a column is missing
+  std::string check_controls;   ///< fails when the controls table or a column is missing
+  std::string find_history_t;   ///< what :t of find_table binds for the history table
+  std::string find_controls_t;  ///< what :t of find_table binds for the controls table
+  /// PostgreSQL: the NOTIFY payload of a controls change of `name` (on `channel`); releases
+  /// notify the bare name, and mutex names have no ':'.
+  static std::string controls_payload(const std::string& name) { return "controls:" + name; }
   std::vector<std::string> schema;  ///< the statements of schema/<dialect>.sql
 };
 
@@ -41,7 +61,12 @@ std::string_view schema_file(dialect d) noexcept;
 /// Splits an SQL script into statements: drops `--` comments, splits at `;` outside quotes.
 std::vector<std::string> split_sql(std::string_view script);
 
-/// Replaces the identifier `baton_mutex` (whole word) by `table`.
+/// Suffixes of the tables derived from the configured table name.
+inline constexpr std::string_view history_suffix = "_history";
+inline constexpr std::string_view controls_suffix = "_controls";
+
+/// Replaces the identifier `baton_mutex` (whole word, also as the stem of `baton_mutex_history`
+/// and `baton_mutex_controls`) by `table`.
 std::string with_table(std::string_view text, std::string_view table);
 
 }  // namespace baton::backends::sql::detail

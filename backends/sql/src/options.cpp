@@ -12,6 +12,7 @@
 
 #include "config.hpp"
 #include "conninfo.hpp"
+#include "dialect.hpp"
 
 namespace baton::backends::sql {
 
@@ -200,6 +201,20 @@ void validate(const sql_options& o, bool host_checks) {
               "'" + o.table +
                   "' is not a plain identifier ([A-Za-z_][A-Za-z0-9_]*, at most 63 "
                   "characters, optionally schema-qualified)");
+  // The derived tables <table>_history and <table>_controls must fit the server's identifier
+  // limit too (PostgreSQL would silently cut the name, MySQL refuse it at the first write).
+  if (o.kind != dialect::sqlite) {
+    const std::size_t limit = o.kind == dialect::postgresql ? 63 : 64;
+    const auto dot = o.table.find('.');
+    const auto part = dot == std::string::npos ? o.table : o.table.substr(dot + 1);
+    const auto longest = part + std::string(controls_suffix);
+    if (longest.size() > limit)
+      bad_param(type, "table",
+                "'" + o.table + "' is too long: the derived table '" + longest + "' has " +
+                    std::to_string(longest.size()) + " characters, more than " + std::string(type) +
+                    " allows (" + std::to_string(limit) + "); use at most " +
+                    std::to_string(limit - controls_suffix.size()) + " characters");
+  }
   if (o.pool_size < 1 || o.pool_size > 64) bad_param(type, "pool_size", "must be 1 to 64");
   if (o.poll_interval <= std::chrono::milliseconds::zero())
     bad_param(type, "poll_interval", "must be positive");
@@ -263,6 +278,8 @@ std::string soci_connect_string(const sql_options& o) {
       b.add("connect_timeout", seconds);
       b.add("read_timeout", seconds);
       b.add("write_timeout", seconds);
+      // History and controls are UTF-8 text in utf8mb4 columns.
+      b.add("charset", "utf8mb4");
       return b.str();
     }
   }

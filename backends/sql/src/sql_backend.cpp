@@ -1,7 +1,5 @@
 #include "baton/backends/sql/sql_backend.hpp"
 
-#include "baton/mutex/detail/unsupported_records.hpp"
-
 #include <filesystem>
 #include <mutex>
 
@@ -20,8 +18,7 @@ namespace {
 class read_only_sql_backend final : public lease_store_backend {
  public:
   read_only_sql_backend(runtime& rt, std::shared_ptr<detail::sql_store> store)
-      : lease_store_backend(std::string(to_string(store->options().kind)), rt, store,
-                            std::make_shared<baton::detail::unsupported_records>(),
+      : lease_store_backend(std::string(to_string(store->options().kind)), rt, store, store,
                             detail::lease_defaults(store->options())),
         sql_(std::move(store)) {}
 
@@ -63,9 +60,8 @@ std::shared_ptr<mutex_backend> make_backend(const sql_options& options, runtime&
   detail::validate(options);
   auto store = std::make_shared<detail::sql_store>(options, rt);
   if (options.read_only) return std::make_shared<read_only_sql_backend>(rt, std::move(store));
-  return std::make_shared<lease_store_backend>(
-      std::string(to_string(options.kind)), rt, std::move(store),
-      std::make_shared<baton::detail::unsupported_records>(), detail::lease_defaults(options));
+  return std::make_shared<lease_store_backend>(std::string(to_string(options.kind)), rt, store,
+                                               store, detail::lease_defaults(options));
 }
 
 std::shared_ptr<mutex_backend> make_backend(const backend_config& config, runtime& rt) {
@@ -110,9 +106,11 @@ backend_descriptor make_descriptor(dialect d) {
   out.params.insert(
       out.params.end(),
       {{"table", param_kind::text, false, defaults.table, false,
-        "the table of owner records ([A-Za-z_][A-Za-z0-9_]*, optionally schema.table)"},
+        "the table of owner records ([A-Za-z_][A-Za-z0-9_]*, optionally schema.table); run "
+        "history and controls go to TABLE_history and TABLE_controls"},
        {"create_table", param_kind::boolean, false, defaults.create_table ? "true" : "false", false,
-        "create the table when missing"},
+        "create the three tables when missing (false: load the shipped schema/" + out.type +
+            ".sql first)"},
        {"pool_size", param_kind::count, false, std::to_string(defaults.pool_size), false,
         "most connections kept open (1-64)"},
        {"poll_interval", param_kind::duration, false, format_duration(defaults.poll_interval),

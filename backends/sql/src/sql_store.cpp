@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <boost/asio/post.hpp>
+#include <filesystem>
+#include <limits>
 
 #include "baton/mutex/detail/log.hpp"
 #include "baton/mutex/errc.hpp"
@@ -45,7 +47,48 @@ std::error_code check_owner_id(const std::string& owner_id) {
   return {};
 }
 
+void log_refused(const std::string& label, const char* operation, const std::string& name,
+                 const std::string& why) {
+  baton::detail::log().error("{}: {} '{}': {}", label, operation, name, why);
+}
+
 }  // namespace
+
+bool storable_text(std::string_view bytes) noexcept {
+  std::size_t i = 0;
+  while (i < bytes.size()) {
+    const auto c = static_cast<unsigned char>(bytes[i]);
+    if (c == 0) return false;
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    std::size_t n = 0;
+    std::uint32_t cp = 0;
+    if ((c & 0xe0) == 0xc0) {
+      n = 1;
+      cp = c & 0x1f;
+    } else if ((c & 0xf0) == 0xe0) {
+      n = 2;
+      cp = c & 0x0f;
+    } else if ((c & 0xf8) == 0xf0) {
+      n = 3;
+      cp = c & 0x07;
+    } else {
+      return false;
+    }
+    if (i + n >= bytes.size()) return false;  // truncated sequence
+    for (std::size_t k = 1; k <= n; ++k) {
+      const auto cc = static_cast<unsigned char>(bytes[i + k]);
+      if ((cc & 0xc0) != 0x80) return false;
+      cp = (cp << 6) | (cc & 0x3f);
+    }
+    static constexpr std::uint32_t min_of[] = {0, 0x80, 0x800, 0x10000};
+    if (cp < min_of[n] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return false;
+    i += n + 1;
+  }
+  return true;
+}
 
 std::string to_hex(const std::string& bytes) {
   static constexpr char digits[] = "0123456789abcdef";
@@ -299,6 +342,135 @@ void sql_store::async_write_state(const std::string& name, const std::string& ow
       std::move(handler));
 }
 
+void sql_store::async_append_history(const std::string& name, const std::string& owner_id,
+                                     std::uint64_t fence, std::string bytes, std::size_t keep,
+                                     append_handler handler) {
+  std::string refused;
+  if (options_.read_only)
+    refused = "refused: the backend is read-only";
+  else if (keep == 0 || keep > max_history_keep)
+    refused = "keep " + std::to_string(keep) + " is not 1 to " + std::to_string(max_history_keep);
+  else if (bytes.size() > max_history_entry_bytes)
+    refused = "entry of " + std::to_string(bytes.size()) + " bytes exceeds the " +
+              std::to_string(max_history_entry_bytes) + " byte limit";
+  else if (!storable_text(bytes))
+    refused = "entry is not UTF-8 text without NUL (stored as text)";
+  if (!refused.empty()) {
+    log_refused(label_, "append_history", name, refused);
+    return fail(std::move(handler), make_error_code(errc::invalid_argument));
+  }
+  if (auto ec = check_owner_id(owner_id)) return fail(std::move(handler), ec);
+  auto entry = std::make_shared<std::string>(std::move(bytes));
+  submit(
+      "append_history", name, options_.statement_timeout + watchdog_slack, false,
+      [=](connection& c) {
+        return c.append_history(name, owner_id, fence, *entry, keep)
+                   ? std::error_code{}
+                   : make_error_code(errc::not_owner);
+      },
+      std::move(handler));
+}
+
+bool sql_store::records_table_readable(connection& c, bool history) {
+  if (!options_.read_only) return true;  // created or checked with the owner records table
+  auto& seen = history ? history_seen_ : controls_seen_;
+  if (seen.load()) return true;
+  if (!c.table_exists(history ? sql_.find_history_t : sql_.find_controls_t)) return false;
+  seen.store(true);
+  return true;
+}
+
+namespace {
+
+// Read-only SQLite on a plain path that does not exist: nothing has run yet (opening it
+// read-only would fail; creating it is not ours to do).
+bool no_sqlite_file(const sql_options& o) {
+  std::error_code ec;
+  return o.read_only && o.kind == dialect::sqlite && o.connection.rfind("file:", 0) != 0 &&
+         !std::filesystem::exists(o.connection, ec) && !ec;
+}
+
+}  // namespace
+
+void sql_store::async_read_history(const std::string& name, std::size_t limit,
+                                   history_handler handler) {
+  auto result = std::make_shared<std::vector<history_entry>>();
+  if (no_sqlite_file(options_)) {
+    return boost::asio::post(runtime_.blocking(),
+                             [handler = std::move(handler)] { handler({}, {}); });
+  }
+  submit(
+      "read_history", name, options_.statement_timeout + watchdog_slack, true,
+      [=, this](connection& c) {
+        if (records_table_readable(c, true)) *result = c.read_history(name, limit);
+        return std::error_code{};
+      },
+      [result, handler = std::move(handler)](std::error_code ec) {
+        handler(ec, ec ? std::vector<history_entry>{} : std::move(*result));
+      });
+}
+
+void sql_store::async_read_controls(const std::string& name, controls_handler handler) {
+  auto result = std::make_shared<controls_record>();
+  if (no_sqlite_file(options_)) {
+    return boost::asio::post(runtime_.blocking(),
+                             [handler = std::move(handler)] { handler({}, {}); });
+  }
+  submit(
+      "read_controls", name, options_.statement_timeout + watchdog_slack, true,
+      [=, this](connection& c) {
+        if (records_table_readable(c, false)) *result = c.read_controls(name);
+        return std::error_code{};
+      },
+      [result, handler = std::move(handler)](std::error_code ec) {
+        handler(ec, ec ? controls_record{} : std::move(*result));
+      });
+}
+
+void sql_store::async_write_controls(const std::string& name, std::uint64_t expected,
+                                     std::string bytes, controls_handler handler) {
+  std::string refused;
+  if (options_.read_only)
+    refused = "refused: the backend is read-only";
+  else if (bytes.size() > max_controls_bytes)
+    refused = "controls of " + std::to_string(bytes.size()) + " bytes exceed the " +
+              std::to_string(max_controls_bytes) + " byte limit";
+  else if (!storable_text(bytes))
+    refused = "controls are not UTF-8 text without NUL (stored as text)";
+  else if (expected > static_cast<std::uint64_t>(std::numeric_limits<long long>::max()))
+    refused = "expected version " + std::to_string(expected) + " is out of range";
+  if (!refused.empty()) {
+    log_refused(label_, "write_controls", name, refused);
+    return boost::asio::post(runtime_.blocking(), [handler = std::move(handler)] {
+      handler(make_error_code(errc::invalid_argument), {});
+    });
+  }
+  auto written = std::make_shared<controls_record>(controls_record{std::move(bytes), expected + 1});
+  auto conflict = std::make_shared<bool>(false);
+  auto now = std::make_shared<controls_record>();
+  submit(
+      "write_controls", name, options_.statement_timeout + watchdog_slack, false,
+      [=](connection& c) {
+        if (c.write_controls(name, expected, written->bytes)) return std::error_code{};
+        // Lost the compare-and-set: reply what is there now (it may have moved on again).
+        *now = c.read_controls(name);
+        return make_error_code(errc::conflict);
+      },
+      [written, now, handler = std::move(handler)](std::error_code ec) {
+        if (!ec) return handler(ec, std::move(*written));
+        handler(ec, ec == errc::conflict ? std::move(*now) : controls_record{});
+      });
+}
+
+std::uint64_t sql_store::watch_controls(const std::string& name, std::function<void()> changed) {
+  if (!listener_) return 0;
+  return listener_->watch(dialect_sql::controls_payload(name), std::move(changed));
+}
+
+void sql_store::unwatch_controls(std::uint64_t handle) noexcept {
+  if (listener_ && handle != 0) listener_->unwatch(handle);
+}
+
 bool sql_store::table_exists() {
   bool found = false;
   bool reused = false;
@@ -422,6 +594,7 @@ std::unique_ptr<connection> sql_store::checkout(const char* operation, const std
   std::exception_ptr error;
   const char* stage = "connect";
   bool fired = false;
+  std::string checking;  // the table check_table() found missing or unusable
   try {
     c = std::make_unique<connection>(sql_, connect_string_);
     try {
@@ -438,6 +611,7 @@ std::unique_ptr<connection> sql_store::checkout(const char* operation, const std
       }
     } catch (...) {
       fired = c->guard()->fired();
+      checking = c->checking();
       throw;
     }
   } catch (...) {
@@ -464,8 +638,9 @@ std::unique_ptr<connection> sql_store::checkout(const char* operation, const std
   if (std::string_view(stage) == "check table" && !options_.create_table)
     baton::detail::log().error(
         "{}: {} '{}': table '{}' is missing or unusable and create_table=false (create it with "
-        "the shipped schema/{}.sql): {}",
-        label_, operation, name, options_.table, label_, failure.message);
+        "the shipped schema/{}.sql, which makes '{}', '{}' and '{}'): {}",
+        label_, operation, name, checking.empty() ? options_.table : checking, label_,
+        options_.table, sql_.history_table, sql_.controls_table, failure.message);
   else
     baton::detail::log().warn("{}: {} '{}': {} failed ({}); next attempt in {} ms: {}", label_,
                               operation, name, stage, failure.code.message(), delay.count(),

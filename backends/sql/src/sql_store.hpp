@@ -14,6 +14,7 @@
 
 #include "baton/backends/sql/sql_backend.hpp"
 #include "baton/mutex/lease_store.hpp"
+#include "baton/mutex/records.hpp"
 #include "dialect.hpp"
 
 namespace baton::backends::sql::detail {
@@ -29,7 +30,15 @@ std::string to_hex(const std::string& bytes);
 /// The bytes of `hex`; throws reply_error when it is not hex.
 std::string from_hex(const std::string& hex);
 
-class sql_store final : public lease_store, public std::enable_shared_from_this<sql_store> {
+/// Whether `bytes` can be stored in a text column of every dialect: well-formed UTF-8 (no
+/// surrogates, overlong forms or code points past U+10FFFF) without NUL.
+bool storable_text(std::string_view bytes) noexcept;
+
+/// The owner records (lease_store) and the history and controls (record_store) of one table
+/// family: `<table>`, `<table>_history`, `<table>_controls`.
+class sql_store final : public lease_store,
+                        public record_store,
+                        public std::enable_shared_from_this<sql_store> {
  public:
   sql_store(sql_options options, runtime& rt);
   ~sql_store() override;
@@ -53,6 +62,22 @@ class sql_store final : public lease_store, public std::enable_shared_from_this<
   void unwatch(std::uint64_t handle) noexcept override;
   /// release_and_expiry while the batched poller serves the waiters, else none.
   wakeup_coverage wakeups() const noexcept override;
+
+  /// History and controls (records.hpp). Entries and controls are stored as text: bytes that
+  /// are not UTF-8 (or hold NUL) are refused with errc::invalid_argument. Read-only: writes are
+  /// refused with errc::invalid_argument.
+  void async_append_history(const std::string& name, const std::string& owner_id,
+                            std::uint64_t fence, std::string bytes, std::size_t keep,
+                            append_handler handler) override;
+  void async_read_history(const std::string& name, std::size_t limit,
+                          history_handler handler) override;
+  void async_read_controls(const std::string& name, controls_handler handler) override;
+  void async_write_controls(const std::string& name, std::uint64_t expected, std::string bytes,
+                            controls_handler handler) override;
+  /// PostgreSQL: a NOTIFY in the transaction of every controls write wakes `changed` (also once
+  /// after each reconnect of the listening connection). SQLite, MySQL: 0, the caller polls.
+  std::uint64_t watch_controls(const std::string& name, std::function<void()> changed) override;
+  void unwatch_controls(std::uint64_t handle) noexcept override;
 
   const sql_options& options() const noexcept { return options_; }
 
@@ -79,6 +104,10 @@ class sql_store final : public lease_store, public std::enable_shared_from_this<
   /// Returns `c` to the pool, or drops it (and, when the server looks gone, every idle one).
   void checkin(std::unique_ptr<connection> c, bool broken, bool drop_idle);
   void fail(done_handler handler, std::error_code ec);
+  /// Read-only: whether the history (or controls) table is there to read. A database made by
+  /// an older baton has only the owner records table, and a read-only backend creates nothing:
+  /// its records then read as empty. Once found, a table is not looked for again.
+  bool records_table_readable(connection& c, bool history);
   /// The poller: arms the next round (the shortest waiter poll_interval from now).
   void schedule_poll();
   /// One round: a SELECT per batch of watched names (one after the other), each waking the
@@ -116,6 +145,7 @@ class sql_store final : public lease_store, public std::enable_shared_from_this<
   unsigned connect_failures_ = 0;
   steady::time_point next_connect_{};
   bool schema_ready_ = false;
+  std::atomic<bool> history_seen_{false}, controls_seen_{false};  // read-only: table found
   // (name, owner_id) whose release failed: their next acquire releases first (new fence).
   std::set<std::pair<std::string, std::string>> unreleased_;
 };

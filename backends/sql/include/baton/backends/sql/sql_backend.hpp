@@ -1,6 +1,7 @@
 #pragma once
 /// The SQL backend (SOCI): SQLite (embedded default), PostgreSQL and MySQL/MariaDB. One table, a
-/// row per mutex; acquire/renew is one conditional UPDATE timed by the database clock.
+/// row per mutex; acquire/renew is one conditional UPDATE timed by the database clock. Run
+/// history and controls (records()) live in `<table>_history` and `<table>_controls`.
 #include <chrono>
 #include <memory>
 #include <string>
@@ -24,9 +25,12 @@ struct sql_options {
   /// SQLite: the database file. PostgreSQL: a libpq string ("dbname=.. host=.. port=.. user=..
   /// password=.."). MySQL: a SOCI mysql string ("db=.. host=.. port=.. user=.. password=..").
   std::string connection;
-  /// The table of owner records ([A-Za-z_][A-Za-z0-9_]*, optionally schema-qualified).
+  /// The table of owner records ([A-Za-z_][A-Za-z0-9_]*, optionally schema-qualified). History
+  /// and controls go to `<table>_history` and `<table>_controls`, whose names must fit the
+  /// server's identifier limit too (PostgreSQL 63, MySQL 64 characters).
   std::string table = "baton_mutex";
-  /// Creates the table when missing; when false a missing table is reported on every request.
+  /// Creates the three tables when missing; when false a missing one is reported (by name) on
+  /// every request: load schema_sql() first.
   bool create_table = true;
   /// Most connections kept open (at most one per blocking thread is ever in use).
   unsigned pool_size = 4;
@@ -37,7 +41,8 @@ struct sql_options {
   std::chrono::milliseconds statement_timeout{2000};
   /// Inspect only (backend_config::read_only): SQLite opens the file read-only and leaves its
   /// journal mode alone, no table is created, and a missing file or table makes reads throw
-  /// baton::store_missing.
+  /// baton::store_missing. History and controls writes are refused (errc::invalid_argument);
+  /// their reads answer empty where the tables are missing (a database of an older baton).
   bool read_only = false;
 };
 
@@ -57,8 +62,9 @@ std::shared_ptr<mutex_backend> make_backend(const backend_config& config, runtim
 /// and make_backend().
 const backend_descriptor& descriptor(dialect d);
 
-/// The DDL shipped as backends/sql/schema/<dialect>.sql, for table `table`; the backend runs
-/// exactly this when it creates the table.
+/// The DDL shipped as backends/sql/schema/<dialect>.sql, for table `table` (three CREATE TABLE
+/// IF NOT EXISTS statements: owner records, history, controls); the backend runs exactly these
+/// when it creates the tables.
 std::string schema_sql(dialect d, std::string_view table = "baton_mutex");
 
 }  // namespace baton::backends::sql
