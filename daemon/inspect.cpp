@@ -391,7 +391,10 @@ int status(const command_line& cl) {
       js["controls"] = nlohmann::json::parse(to_json(c));
       js["controls"]["version"] = c.version;
 
-      const auto recorded = baton::detail::parse_schedule_state(state);
+      // v1 (last fire) or v2 (also the manual runs taken).
+      const auto parsed = baton::detail::parse_state(state);
+      const auto recorded = parsed ? parsed->fire : std::nullopt;
+      js["manual_runs_taken"] = parsed ? nlohmann::json(parsed->manual_runs) : nullptr;
       if (recorded) {
         out << "  last fire:  " << utc(recorded->last_fire) << " (fence " << recorded->fence << ")";
         if (recorded->last_end) out << ", run ended " << utc(*recorded->last_end);
@@ -399,7 +402,7 @@ int status(const command_line& cl) {
         js["last_fire"] = {{"planned", utc(recorded->last_fire)},
                            {"fence", recorded->fence},
                            {"ended", time_or_null(recorded->last_end)}};
-      } else if (state.empty()) {
+      } else if (parsed) {
         out << "  last fire:  none recorded\n";
         js["last_fire"] = nullptr;
       } else {
