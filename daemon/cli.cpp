@@ -9,7 +9,105 @@ namespace baton::daemon {
 
 namespace {
 
-const std::vector<std::string> commands{"run", "validate", "status", "calendar"};
+/// One option of the command line, as `help` shows it.
+struct option_doc {
+  std::string name;  ///< "--config"
+  std::string text;  ///< "--config FILE"
+  std::string doc;
+};
+
+const option_doc opt_config{"--config", "--config FILE",
+                            "the JSON config (relative paths in it resolve against its directory)"};
+const option_doc opt_log_level{"--log-level", "--log-level LEVEL",
+                               "trace, debug, info, warn or error (overrides the config's)"};
+const option_doc opt_json{"--json", "--json",
+                          "one JSON document on stdout (\"schema\": 1; see daemon/README.md)"};
+
+/// One subcommand: its synopsis, what it does, its options.
+struct command_doc {
+  std::string name;
+  std::string synopsis;  ///< after "baton "
+  std::string summary;   ///< one line for `baton --help`
+  std::string details;   ///< more lines for `baton help CMD`
+  std::vector<option_doc> options;
+};
+
+const std::vector<command_doc>& command_docs() {
+  static const std::vector<command_doc> docs{
+      {"run",
+       "run --config FILE",
+       "contend for every schedule and fire the ones this node leads",
+       "SIGTERM/SIGINT: stop firing, stop jobs, release, exit 0; SIGHUP: reload the config\n"
+       "(unchanged schedules keep their leases). Runs until stopped.",
+       {opt_config, opt_log_level}},
+      {"validate",
+       "validate --config FILE [--json]",
+       "check the config; print each schedule and its next fire times",
+       "Does not contact the backend. Warns (stderr, exit status 0) about programs not found on\n"
+       "this host and cron expressions that can never fire.",
+       {opt_config, opt_json, opt_log_level}},
+      {"status",
+       "status --config FILE [--json]",
+       "per schedule: leader, fence, lease, waiting nodes, paused, next fire, last outcome",
+       "Reads the backend only (creates and changes nothing there); times are the backend's\n"
+       "clock for the lease, the nodes' wall clocks for runs. Consecutive failures count the\n"
+       "runs since the last success in the history.",
+       {opt_config, opt_json, opt_log_level}},
+      {"history",
+       "history NAME --config FILE [--limit N] [--json]",
+       "the recorded runs of schedule NAME, newest first",
+       "One line per run (or skipped fire): seq, planned time, trigger, attempt, outcome (exit\n"
+       "status or signal), duration, fence, node; then the tail of its stderr, indented.\n"
+       "Reads the backend only.",
+       {opt_config,
+        {"--limit", "--limit N", "show at most N records (1-10000, default 20)"},
+        opt_json,
+        opt_log_level}},
+      {"pause",
+       "pause NAME --config FILE [--reason TEXT]",
+       "pause schedule NAME on every node: it keeps its leader but does not fire",
+       "Fires while paused are recorded as skipped_paused. Persisted in the backend: survives\n"
+       "restarts and leader changes. Allowed (with a warning) when no node leads NAME now.",
+       {opt_config, {"--reason", "--reason TEXT", "why (shown by status)"}, opt_log_level}},
+      {"resume",
+       "resume NAME --config FILE",
+       "resume a paused schedule (its misfire policy decides about the fires it missed)",
+       "",
+       {opt_config, opt_log_level}},
+      {"trigger",
+       "trigger NAME --config FILE",
+       "run schedule NAME once now, on its leader (no leader: on whoever leads next)",
+       "Recorded as trigger \"manual\"; runs exactly once per request, even across a leader\n"
+       "change; does not shift the schedule's cadence.",
+       {opt_config, opt_log_level}},
+      {"calendar",
+       "calendar [--time-zone TZ] [--from TIME] [--count N] [--json] [--] EXPR",
+       "the next fire times of a cron expression",
+       "The next N (default 10) fire times after TIME (RFC 3339, default now), in UTC and in\n"
+       "zone TZ, as ISC cron (Debian's cron) would run it. Warns (stderr, exit status 0) when\n"
+       "the expression can never fire. Put -- before an expression that begins with '-'.",
+       {{"--time-zone", "--time-zone TZ", "IANA time zone of the expression (default UTC)"},
+        {"--from", "--from TIME", "start after this RFC 3339 time (default now)"},
+        {"--count", "--count N", "how many fire times (1-100000, default 10)"},
+        opt_json,
+        opt_log_level}},
+      {"help", "help [CMD]", "this text, or what CMD does and its options", "", {}},
+  };
+  return docs;
+}
+
+const command_doc* find_command(const std::string& name) {
+  for (const auto& d : command_docs())
+    if (d.name == name) return &d;
+  return nullptr;
+}
+
+std::string command_names() {
+  std::string out;
+  for (const auto& d : command_docs()) out += (out.empty() ? "" : ", ") + d.name;
+  return out;
+}
+
 const std::vector<std::string> levels{"trace", "debug", "info", "warn", "error"};
 
 }  // namespace
@@ -54,43 +152,59 @@ std::string backends_help() {
 }
 
 std::string usage() {
-  return R"(baton - singleton periodic jobs across a cluster (a cluster-wide cron)
-
-Usage:
-  baton run      --config FILE   contend for every schedule and fire the ones this node leads;
-                                 SIGTERM/SIGINT: stop firing, stop jobs, release, exit 0;
-                                 SIGHUP: reload the config (unchanged schedules keep leases)
-  baton validate --config FILE   check the config; print each schedule and its next fire times
-  baton status   --config FILE   who owns each schedule, fence, lease times, last fire
-  baton calendar [--time-zone TZ] [--from TIME] [--count N] [--] EXPR
-                                 the next N (default 10) fire times of a cron expression after
-                                 TIME (RFC 3339, default now), in UTC and in zone TZ, as ISC
-                                 cron (Debian's cron) would run it; warns if it never fires
-  baton --help | --version
-
-Options:
-  --config FILE        the JSON config (relative paths in it resolve against its directory)
-  --log-level LEVEL    trace, debug, info, warn or error (overrides the config's log_level)
+  std::string out =
+      "baton - singleton periodic jobs across a cluster (a cluster-wide cron)\n\nUsage:\n";
+  for (const auto& d : command_docs())
+    out += "  baton " + d.synopsis + "\n      " + d.summary + "\n";
+  out += R"(  baton --help | --version
+      `baton CMD --help` (or `baton help CMD`) shows what CMD does and its options
 
 Exit status: 0 normal, 1 runtime failure, 2 bad arguments or config (the message names the
 file and JSON path). During `run`'s graceful stop a repeated SIGTERM is ignored (GNU timeout
 and systemd may send two) until stop_timeout, then it exits 1; a SIGINT (Ctrl-C again) exits
 at once with 130, without waiting for jobs or releasing (each job's supervisor ends its whole
-process tree within kill_grace; other nodes take over when the lease expires). `status` only
-reads: it creates nothing on the backend.
+process tree within kill_grace; other nodes take over when the lease expires). `status` and
+`history` only read: they create nothing on the backend.
 
-)" + backends_help();
+)";
+  return out + backends_help();
+}
+
+std::string command_help(const std::string& command) {
+  const command_doc* d = find_command(command);
+  if (d == nullptr) return usage();
+  std::string out = "Usage: baton " + d->synopsis + "\n\n" + d->summary + ".\n";
+  if (!d->details.empty()) out += d->details + "\n";
+  if (!d->options.empty()) {
+    out += "\nOptions:\n";
+    for (const auto& o : d->options) {
+      std::string line = "  " + o.text;
+      line.resize(std::max<std::size_t>(line.size() + 2, 22), ' ');
+      out += line + o.doc + "\n";
+    }
+  }
+  out += "\nExit status: 0 ok, 1 runtime failure, 2 bad arguments or config.\n";
+  return out;
 }
 
 command_line parse_command_line(const std::vector<std::string>& args) {
   command_line cl;
   std::vector<std::string> positional;
-  bool calendar_option = false;
+  std::vector<std::string> given;  // the options given, by name (--config, not -c)
   auto value_of = [&](std::size_t& i, const std::string& option) -> std::string {
     const auto& arg = args[i];
     if (auto eq = arg.find('='); eq != std::string::npos) return arg.substr(eq + 1);
     if (i + 1 >= args.size()) throw usage_error(option + " needs a value");
     return args[++i];
+  };
+  auto number_of = [&](std::size_t& i, const std::string& option, unsigned max) {
+    auto text = value_of(i, option);
+    unsigned n = 0;
+    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+    if (ec != std::errc{} || end != text.data() + text.size() || n == 0 || n > max)
+      throw usage_error(option + ": '" + text + "' is not a number from 1 to " +
+                        std::to_string(max));
+    return n;
   };
   bool options_done = false;
   for (std::size_t i = 0; i < args.size(); ++i) {
@@ -102,6 +216,9 @@ command_line parse_command_line(const std::vector<std::string>& args) {
     const bool looks_like_expression =
         arg.find_first_of(" \t") != std::string::npos ||
         (arg.size() > 1 && arg[0] == '-' && arg[1] >= '0' && arg[1] <= '9');
+    const bool is_option = !options_done && arg.size() > 1 && arg[0] == '-' && arg != "--";
+    if (is_option && name != "--help" && name != "-h" && name != "--version")
+      given.push_back(name == "-c" ? "--config" : name);
     if (options_done) {
       positional.push_back(arg);
     } else if (arg == "--") {
@@ -121,50 +238,80 @@ command_line parse_command_line(const std::vector<std::string>& args) {
       if (cl.config.empty()) throw usage_error(name + ": empty file name");
     } else if (name == "--time-zone") {
       cl.time_zone = value_of(i, name);
-      calendar_option = true;
     } else if (name == "--from") {
       cl.from = value_of(i, name);
-      calendar_option = true;
     } else if (name == "--count") {
-      calendar_option = true;
-      auto text = value_of(i, name);
-      unsigned n = 0;
-      auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
-      if (ec != std::errc{} || end != text.data() + text.size() || n == 0 || n > 100000)
-        throw usage_error("--count: '" + text + "' is not a number from 1 to 100000");
-      cl.count = n;
+      cl.count = number_of(i, name, 100000);
+    } else if (name == "--limit") {
+      cl.limit = number_of(i, name, 10000);
+    } else if (name == "--reason") {
+      cl.reason = value_of(i, name);
+    } else if (arg == "--json") {
+      cl.json = true;
     } else if (arg.size() > 1 && arg[0] == '-' && !(expression_slot && looks_like_expression)) {
       throw usage_error(
           "unknown option '" + arg + "'" +
           (expression_slot ? " (put -- before an expression that begins with '-')" : ""));
     } else {
+      if (is_option) given.pop_back();  // an expression beginning with '-'
       positional.push_back(arg);
     }
   }
   if (positional.empty()) {
     if (cl.help || cl.version) return cl;
-    throw usage_error("no command given (run, validate, status or calendar)");
+    throw usage_error("no command given (" + command_names() + ")");
   }
   cl.command = positional[0];
-  if (std::find(commands.begin(), commands.end(), cl.command) == commands.end())
-    throw usage_error("unknown command '" + cl.command + "' (run, validate, status or calendar)");
+  const command_doc* doc = find_command(cl.command);
+  if (doc == nullptr)
+    throw usage_error("unknown command '" + cl.command + "' (" + command_names() + ")");
+  if (cl.command == "help") {
+    // baton help [CMD]: the same text as --help and CMD --help.
+    if (positional.size() > 2)
+      throw usage_error("help: unexpected argument '" + positional[2] + "'");
+    cl.help = true;
+    cl.command.clear();
+    if (positional.size() == 2) {
+      if (find_command(positional[1]) == nullptr)
+        throw usage_error("help: unknown command '" + positional[1] + "' (" + command_names() +
+                          ")");
+      cl.command = positional[1] == "help" ? "" : positional[1];
+    }
+    return cl;
+  }
   if (cl.help) return cl;
-  const bool is_calendar = cl.command == "calendar";
-  if (is_calendar) {
+  // Every option given must be one of this command's.
+  for (const auto& option : given) {
+    const bool known = std::any_of(doc->options.begin(), doc->options.end(),
+                                   [&](const option_doc& o) { return o.name == option; });
+    if (known) continue;
+    if (option == "--time-zone" || option == "--from" || option == "--count")
+      throw usage_error(cl.command + ": --time-zone, --from and --count belong to calendar");
+    if (option == "--config") throw usage_error(cl.command + ": --config is not used here");
+    throw usage_error(cl.command + ": " + option + " is not an option of " + cl.command +
+                      " (see 'baton help " + cl.command + "')");
+  }
+  const bool takes_name = cl.command == "pause" || cl.command == "resume" ||
+                          cl.command == "trigger" || cl.command == "history";
+  if (cl.command == "calendar") {
     if (positional.size() < 2)
       throw usage_error("calendar: missing the cron expression, e.g. baton calendar '0 3 * * *'");
     if (positional.size() > 2)
       throw usage_error("calendar: unexpected argument '" + positional[2] +
                         "' (quote the expression: baton calendar '0 3 * * *')");
     cl.expression = positional[1];
-    if (!cl.config.empty()) throw usage_error("calendar: --config is not used here");
-  } else {
-    if (positional.size() > 1)
-      throw usage_error(cl.command + ": unexpected argument '" + positional[1] + "'");
-    if (cl.config.empty()) throw usage_error(cl.command + ": --config FILE is required");
-    if (calendar_option)
-      throw usage_error(cl.command + ": --time-zone, --from and --count belong to calendar");
+    return cl;
   }
+  if (takes_name) {
+    if (positional.size() < 2)
+      throw usage_error(cl.command + ": missing the schedule name: baton " + doc->synopsis);
+    cl.schedule = positional[1];
+    if (cl.schedule.empty()) throw usage_error(cl.command + ": empty schedule name");
+  }
+  const std::size_t expected = takes_name ? 2 : 1;
+  if (positional.size() > expected)
+    throw usage_error(cl.command + ": unexpected argument '" + positional[expected] + "'");
+  if (cl.config.empty()) throw usage_error(cl.command + ": --config FILE is required");
   return cl;
 }
 

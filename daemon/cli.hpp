@@ -1,5 +1,6 @@
 #pragma once
 // The `baton` command line: subcommand, options, usage text.
+#include <cstddef>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -22,9 +23,15 @@ class usage_error : public std::invalid_argument {
 
 /// The parsed command line.
 struct command_line {
-  std::string command;  ///< run, validate, status, calendar; empty with --help / --version
-  bool help = false;
+  /// run, validate, status, calendar, pause, resume, trigger, history; empty with --help /
+  /// --version or `help`
+  std::string command;
+  bool help = false;  ///< --help, or `baton help [CMD]`: print usage() or command_help(command)
   bool version = false;
+  bool json = false;       ///< --json (status, history, validate, calendar): one JSON document
+  std::string schedule;    ///< pause, resume, trigger, history NAME
+  std::string reason;      ///< pause --reason
+  std::size_t limit = 20;  ///< history --limit
   std::optional<std::string> log_level;  ///< --log-level, overrides the config's log_level
   std::string config;                    ///< --config FILE (run, validate, status)
   std::string expression;                ///< calendar EXPR
@@ -36,8 +43,12 @@ struct command_line {
 /// Parses argv; throws usage_error.
 command_line parse_command_line(const std::vector<std::string>& args);
 
-/// The --help text (ends with backends_help()).
+/// The --help text: every command in a line (ends with backends_help()).
 std::string usage();
+
+/// `baton CMD --help` / `baton help CMD`: usage, options and what CMD does. `command` must be a
+/// known command (parse_command_line checked it).
+std::string command_help(const std::string& command);
 
 /// Every backend type of this build with its parameters, defaults and doc lines, from the
 /// backend descriptors (baton::backend_descriptors()).

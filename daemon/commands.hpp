@@ -19,6 +19,10 @@ int validate(const command_line& cl);
 int status(const command_line& cl);
 /// baton calendar: the next fire times of a cron expression.
 int calendar(const command_line& cl);
+/// baton history NAME: the recorded runs of a schedule, newest first.
+int history(const command_line& cl);
+/// baton pause / resume / trigger NAME: change a schedule's cluster-wide controls.
+int control(const command_line& cl);
 
 /// Loads --config; on error prints every message to stderr and returns nullopt.
 std::optional<config::daemon_config> load_or_report(const command_line& cl);

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <iostream>
 #include <mutex>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -15,6 +16,7 @@
 #include "baton/mutex/runtime.hpp"
 #include "baton/scheduler/cron.hpp"
 #include "baton/scheduler/detail/schedule_plan.hpp"
+#include "baton/scheduler/records.hpp"
 #include "baton/scheduler/scheduler.hpp"
 #include "commands.hpp"
 #include "output.hpp"
@@ -34,33 +36,6 @@ std::string join(const std::vector<std::string>& items, const char* sep = " ") {
   for (const auto& i : items) out += (out.empty() ? "" : sep) + i;
   return out;
 }
-
-// Exits with exit_failure if not cancelled within `timeout` (a backend call that hangs).
-class watchdog {
- public:
-  watchdog(std::chrono::seconds timeout, std::string what)
-      : thread_([this, timeout, what = std::move(what)] {
-          std::unique_lock lock(mutex_);
-          if (cv_.wait_for(lock, timeout, [this] { return done_; })) return;
-          std::cerr << "baton status: " << what << " did not answer within " << timeout.count()
-                    << " s\n";
-          std::_Exit(exit_failure);
-        }) {}
-  ~watchdog() {
-    {
-      std::lock_guard lock(mutex_);
-      done_ = true;
-    }
-    cv_.notify_all();
-    thread_.join();
-  }
-
- private:
-  std::mutex mutex_;
-  std::condition_variable cv_;
-  bool done_ = false;
-  std::thread thread_;
-};
 
 }  // namespace
 
@@ -117,6 +92,32 @@ std::string describe_backend(const backend_config& backend) {
 
 // ---------------------------------------------------------------------------------------------
 
+namespace {
+
+nlohmann::json time_or_null(const std::optional<system_clock::time_point>& t) {
+  return t ? nlohmann::json(utc(*t)) : nlohmann::json(nullptr);
+}
+
+// The trigger of a schedule for --json.
+nlohmann::json trigger_json(const trigger& when) {
+  nlohmann::json j{{"description", config::describe(when)}};
+  if (const auto* every = std::get_if<every_trigger>(&when)) {
+    j["kind"] = "every";
+    j["period_ms"] = every->period.count();
+    j["mode"] = every->mode == every_mode::fixed_delay ? "fixed_delay" : "fixed_rate";
+    j["initial_delay_ms"] = every->initial_delay.count();
+  } else {
+    const auto& cron = std::get<cron_trigger>(when).expression;
+    j["kind"] = "cron";
+    j["expression"] = cron.text();
+    j["time_zone"] = cron.time_zone();
+    j["never_fires"] = cron.never_fires();
+  }
+  return j;
+}
+
+}  // namespace
+
 int validate(const command_line& cl) {
   auto config = load_or_report(cl);
   if (!config) return exit_usage;
@@ -126,48 +127,77 @@ int validate(const command_line& cl) {
   // configured backend (from its descriptor and parameters), without contacting it.
   const contend_options& defaults = config->backend_defaults;
 
-  std::ostream& out = std::cout;
+  // Text goes to `text`, printed unless --json; warnings go to stderr either way (and into the
+  // JSON document's "warnings").
+  std::ostringstream text;
+  std::ostream& out = text;
+  nlohmann::json doc{{"schema", 1},
+                     {"config", config->source},
+                     {"backend", backend_json(config->backend)},
+                     {"warnings", nlohmann::json::array()},
+                     {"schedules", nlohmann::json::array()}};
+  auto warn = [&](const std::string& path, const std::string& message) {
+    std::cerr << config->source << ": " << path << ": warning: " << message << "\n";
+    doc["warnings"].push_back({{"path", path}, {"message", message}});
+  };
   const auto now = system_clock::now();
   out << config->source << ": OK, " << config->schedules.size()
       << (config->schedules.size() == 1 ? " schedule" : " schedules") << "\n";
   out << "backend: " << describe_backend(config->backend)
       << " (not contacted; `baton status` does)\n";
   if (const auto* d = find_backend(config->backend.type); d && !d->process_local.empty())
-    std::cerr << config->source << ": /backend/type: warning: " << d->process_local << "\n";
+    warn("/backend/type", d->process_local);
   for (const auto& s : config->schedules) {
     const auto lease = config->lease_for(s, defaults);
+    nlohmann::json js{{"name", s.name}, {"path", s.path}, {"trigger", trigger_json(s.when)}};
     out << "\n" << s.name << "\n";
     out << "  trigger:    " << config::describe(s.when) << "\n";
     // A backend password passed to a command as well ("${PG_PASSWORD}") is not shown either.
     out << "  command:    " << scrub_secrets(config->backend, join(s.command)) << "\n";
+    js["command"] = nlohmann::json::array();
+    for (const auto& arg : s.command) js["command"].push_back(scrub_secrets(config->backend, arg));
     // Names only, never values: which of the daemon's variables this schedule's jobs do not get.
-    if (s.inherit_env.value_or(config->inherit_env)) {
+    const bool inherit = s.inherit_env.value_or(config->inherit_env);
+    const auto withheld = inherit ? std::set<std::string>{} : config->withheld_env_for(s);
+    js["job_env"] = {{"inherit_env", inherit}, {"withheld", withheld}};
+    if (inherit) {
       out << "  job env:    the daemon's whole environment (inherit_env)\n";
-    } else if (const auto withheld = config->withheld_env_for(s); !withheld.empty()) {
-      std::string names;
-      for (const auto& n : withheld) names += (names.empty() ? "" : " ") + n;
-      out << "  job env:    the daemon's without " << names << " (referenced as ${NAME})\n";
+    } else if (!withheld.empty()) {
+      out << "  job env:    the daemon's without " << join({withheld.begin(), withheld.end()})
+          << " (referenced as ${NAME})\n";
     }
-    if (find_program(s.command.front()).empty())
+    const bool found = !find_program(s.command.front()).empty();
+    js["program_found"] = found;
+    if (!found)
       out << "  warning:    program '" << s.command.front()
           << "' not found or not executable on this host\n";
     out << "  lease:      ttl " << config::format_duration(lease.ttl) << ", transition "
         << config::format_duration(lease.transition) << ", stop_grace "
         << config::format_duration(config->stop_grace_for(s, defaults)) << ", kill_grace "
         << config::format_duration(config->kill_grace_for(s, defaults)) << "\n";
+    js["lease"] = {{"ttl_ms", lease.ttl.count()},
+                   {"transition_ms", lease.transition.count()},
+                   {"poll_interval_ms", lease.poll_interval.count()},
+                   {"stop_grace_ms", config->stop_grace_for(s, defaults).count()},
+                   {"kill_grace_ms", config->kill_grace_for(s, defaults).count()}};
     out << "  timeout:    "
         << (s.timeout.count() > 0 ? config::format_duration(s.timeout) : std::string("none"))
         << ", misfire " << (s.misfire == misfire_policy::skip ? "skip" : "run_once") << "\n";
+    js["timeout_ms"] = s.timeout.count() > 0 ? nlohmann::json(s.timeout.count()) : nullptr;
+    js["misfire"] = s.misfire == misfire_policy::skip ? "skip" : "run_once";
+    js["next_fires"] = nlohmann::json::array();
     if (const auto* every = std::get_if<every_trigger>(&s.when)) {
       out << "  next fires: (if a node took the schedule over now, with no fire recorded)\n";
       auto t = std::chrono::ceil<std::chrono::seconds>(now) + every->initial_delay;
-      for (int i = 0; i < 3; ++i, t += every->period) out << "    " << utc(t) << "\n";
+      for (int i = 0; i < 3; ++i, t += every->period) {
+        out << "    " << utc(t) << "\n";
+        js["next_fires"].push_back(utc(t));
+      }
     } else {
       const auto& cron = std::get<cron_trigger>(s.when).expression;
-      if (cron.never_fires()) {
-        std::cerr << config->source << ": " << s.path << "/cron: warning: '" << cron.text()
-                  << "' can never fire (no allowed month has any of its days)\n";
-      }
+      if (cron.never_fires())
+        warn(s.path + "/cron",
+             "'" + cron.text() + "' can never fire (no allowed month has any of its days)");
       const auto times = cron.next_n(now, 3);
       out << "  next fires:" << (times.empty() ? " none" : "")
           << (cron.never_fires() ? " (never: no allowed month has any of its days)" : "") << "\n";
@@ -175,13 +205,96 @@ int validate(const command_line& cl) {
         out << "    " << utc(t);
         if (cron.time_zone() != "UTC") out << "  " << local(t, cron.time_zone());
         out << "\n";
+        js["next_fires"].push_back(utc(t));
       }
     }
+    doc["schedules"].push_back(std::move(js));
   }
+  std::cout << (cl.json ? dump_json(doc) : text.str());
   return exit_ok;
 }
 
 // ---------------------------------------------------------------------------------------------
+
+namespace {
+
+// Outcomes that count as failures in a row (status "consecutive failures"); skipped fires and
+// runs stopped because their leader lost the lease neither count nor end a streak.
+bool is_failure(run_outcome o) {
+  return o == run_outcome::failed || o == run_outcome::killed || o == run_outcome::timed_out;
+}
+
+// What status shows of one schedule's records.
+struct records_view {
+  std::optional<std::vector<std::string>> waiting;  // nullopt: not tracked by this backend
+  std::string waiting_error;                        // set when reading them failed
+  schedule_controls controls;
+  std::optional<run_record> last_run;  // the newest record of a run that started
+  std::optional<run_record> last_record;
+  std::size_t consecutive_failures = 0;
+  bool failures_capped = false;  // the whole history read is failures
+  std::string error;             // set when the history or controls could not be read
+};
+
+// How much history status reads to count failures in a row.
+constexpr std::size_t status_history_limit = 1000;
+
+records_view read_records(mutex_backend& backend, const std::string& name, bool nothing_stored) {
+  records_view v;
+  if (nothing_stored) {
+    v.waiting = std::vector<std::string>{};
+    return v;
+  }
+  try {
+    v.waiting = backend.read_waiters(name);
+  } catch (const std::exception& e) {
+    v.waiting_error = e.what();
+  }
+  try {
+    v.controls = read_schedule_controls(backend, name);
+    const auto history = read_run_history(backend, name, status_history_limit);
+    if (!history.empty()) v.last_record = history.front();
+    bool streak = true;
+    for (const auto& r : history) {
+      if (r.started && !v.last_run) v.last_run = r;
+      if (!streak) continue;
+      if (r.outcome == run_outcome::succeeded)
+        streak = false;
+      else if (is_failure(r.outcome))
+        ++v.consecutive_failures;
+    }
+    v.failures_capped = streak && history.size() == status_history_limit;
+  } catch (const store_missing&) {
+  } catch (const std::exception& e) {
+    v.error = e.what();
+  }
+  return v;
+}
+
+// The next planned fire by the config's trigger and the recorded last fire, as a leader taking
+// the schedule over now would plan it (nullopt: none, e.g. a cron expression that never fires).
+std::optional<system_clock::time_point> next_fire(const config::schedule_config& s,
+                                                  const std::optional<detail::recorded_fire>& r,
+                                                  system_clock::time_point now) {
+  detail::schedule_plan plan(s.when, s.misfire);
+  const auto at = std::chrono::time_point_cast<milliseconds>(now);
+  plan.start(r, at);
+  return plan.next_fire();
+}
+
+std::string run_summary(const run_record& r, system_clock::time_point now) {
+  std::string out(to_string(r.outcome));
+  if (r.exit_status) out += " (exit status " + std::to_string(*r.exit_status) + ")";
+  if (r.signal) out += " (" + signal_text(*r.signal) + ")";
+  const auto at = r.ended ? *r.ended : r.started.value_or(r.planned);
+  out += ", " + relative(at, now) + " (" + utc(at) + ")";
+  out += ", " + std::string(to_string(r.trigger));
+  if (r.attempt > 1) out += " attempt " + std::to_string(r.attempt);
+  out += ", on " + r.node + " (fence " + std::to_string(r.fence) + ")";
+  return out;
+}
+
+}  // namespace
 
 int status(const command_line& cl) {
   auto config = load_or_report(cl);
@@ -194,10 +307,17 @@ int status(const command_line& cl) {
       *config, rt, failed,
       [](const std::string& why) { std::cerr << "baton status: " << why << "\n"; }, true);
   if (!backend) return failed;
-  std::ostream& out = std::cout;
-  out << "backend: " << describe_backend(config->backend) << " (times are the backend's clock)\n";
+  std::ostringstream text;
+  std::ostream& out = text;
+  nlohmann::json doc{{"schema", 1},
+                     {"config", config->source},
+                     {"backend", backend_json(config->backend)},
+                     {"store_missing", nullptr},
+                     {"schedules", nlohmann::json::array()}};
+  out << "backend: " << describe_backend(config->backend)
+      << " (lease times are the backend's clock; runs, the nodes' wall clocks)\n";
   {
-    watchdog guard(status_deadline, "the " + config->backend.type + " backend");
+    watchdog guard(status_deadline, "status", "the " + config->backend.type + " backend");
     bool nothing_stored = false;
     for (const auto& s : config->schedules) {
       mutex_owner owner;
@@ -210,6 +330,7 @@ int status(const command_line& cl) {
       } catch (const store_missing& e) {
         // Not an error: no node has run on this store yet, and looking did not create it.
         out << e.what() << "; every schedule is unowned\n";
+        doc["store_missing"] = e.what();
         nothing_stored = true;
       } catch (const std::exception& e) {
         std::cerr << "baton status: cannot read schedule '" << s.name << "' from the "
@@ -217,6 +338,10 @@ int status(const command_line& cl) {
                   << " backend: " << scrub_secrets(config->backend, e.what()) << "\n";
         return exit_failure;
       }
+      const auto records = read_records(*backend, s.name, nothing_stored);
+      const auto now = system_clock::now();
+      nlohmann::json js{{"name", s.name}, {"trigger", config::describe(s.when)}};
+
       out << "\n" << s.name << ": " << config::describe(s.when) << "\n";
       if (!owner.empty()) {
         out << "  owner:      " << owner.owner_id << " (fence " << owner.fence << ")\n";
@@ -224,22 +349,105 @@ int status(const command_line& cl) {
         out << "  ttl_at:     " << utc(owner.ttl_at) << "  (the owner renews from here)\n";
         out << "  transition: " << utc(owner.transition_at)
             << "  (others may take over after this)\n";
+        js["owner"] = {{"id", owner.owner_id},
+                       {"fence", owner.fence},
+                       {"acquired_at", utc(owner.acquired_at)},
+                       {"ttl_at", utc(owner.ttl_at)},
+                       {"transition_at", utc(owner.transition_at)}};
       } else if (owner.fence > 0) {
         out << "  owner:      none (last fence " << owner.fence << ")\n";
+        js["owner"] = nullptr;
       } else {
         out << "  owner:      none (never held)\n";
+        js["owner"] = nullptr;
       }
-      if (auto recorded = baton::detail::parse_schedule_state(state)) {
+      js["fence"] = owner.fence;
+
+      if (!records.waiting_error.empty()) {
+        out << "  waiting:    cannot read ("
+            << scrub_secrets(config->backend, records.waiting_error) << ")\n";
+        js["waiting"] = nullptr;
+        js["waiting_tracked"] = false;
+      } else if (!records.waiting) {
+        out << "  waiting:    not tracked by this backend\n";
+        js["waiting"] = nullptr;
+        js["waiting_tracked"] = false;
+      } else {
+        out << "  waiting:    "
+            << (records.waiting->empty() ? std::string("none") : join(*records.waiting, ", "))
+            << "\n";
+        js["waiting"] = *records.waiting;
+        js["waiting_tracked"] = true;
+      }
+
+      const auto& c = records.controls;
+      if (c.paused) {
+        out << "  paused:     yes, since " << (c.changed_at ? utc(*c.changed_at) : "?") << " by "
+            << c.changed_by << (c.reason.empty() ? "" : ": " + c.reason) << "\n";
+      } else {
+        out << "  paused:     no\n";
+      }
+      js["paused"] = c.paused;
+      js["controls"] = nlohmann::json::parse(to_json(c));
+      js["controls"]["version"] = c.version;
+
+      // v1 (last fire) or v2 (also the manual runs taken).
+      const auto parsed = baton::detail::parse_state(state);
+      const auto recorded = parsed ? parsed->fire : std::nullopt;
+      js["manual_runs_taken"] = parsed ? nlohmann::json(parsed->manual_runs) : nullptr;
+      if (recorded) {
         out << "  last fire:  " << utc(recorded->last_fire) << " (fence " << recorded->fence << ")";
         if (recorded->last_end) out << ", run ended " << utc(*recorded->last_end);
         out << "\n";
-      } else if (state.empty()) {
+        js["last_fire"] = {{"planned", utc(recorded->last_fire)},
+                           {"fence", recorded->fence},
+                           {"ended", time_or_null(recorded->last_end)}};
+      } else if (parsed) {
         out << "  last fire:  none recorded\n";
+        js["last_fire"] = nullptr;
       } else {
         out << "  state:      " << state << " (unrecognized)\n";
+        js["last_fire"] = nullptr;
       }
+
+      const auto next = next_fire(s, recorded, now);
+      out << "  next fire:  ";
+      if (!next)
+        out << "none";
+      else if (*next <= now)
+        out << "due now (" << utc(*next) << ")";
+      else
+        out << utc(*next) << " (" << relative(*next, now) << ")";
+      if (c.paused) out << ", skipped while paused";
+      if (owner.empty()) out << ", when a node leads it";
+      out << "\n";
+      js["next_fire"] = time_or_null(next);
+
+      if (!records.error.empty()) {
+        const auto why = scrub_secrets(config->backend, records.error);
+        out << "  last run:   unknown (history not readable: " << why << ")\n";
+        std::cerr << "baton status: warning: cannot read the history or controls of '" << s.name
+                  << "': " << why << "\n";
+        js["records_error"] = why;
+      } else if (records.last_run) {
+        out << "  last run:   " << run_summary(*records.last_run, now) << "\n";
+        if (records.last_record && records.last_record->seq != records.last_run->seq)
+          out << "  newest:     " << to_string(records.last_record->outcome) << " (planned "
+              << utc(records.last_record->planned) << ")\n";
+      } else {
+        out << "  last run:   none recorded\n";
+      }
+      js["last_run"] = records.last_run ? nlohmann::json::parse(to_json(*records.last_run))
+                                        : nlohmann::json(nullptr);
+      js["last_record"] = records.last_record ? nlohmann::json::parse(to_json(*records.last_record))
+                                              : nlohmann::json(nullptr);
+      out << "  failures:   " << records.consecutive_failures
+          << (records.failures_capped ? "+" : "") << " in a row\n";
+      js["consecutive_failures"] = records.consecutive_failures;
+      doc["schedules"].push_back(std::move(js));
     }
   }
+  std::cout << (cl.json ? dump_json(doc) : text.str());
   return exit_ok;
 }
 
@@ -270,19 +478,37 @@ int calendar(const command_line& cl) {
     }
     from = *parsed;
   }
-  if (expr->never_fires()) {
-    std::cerr << "baton calendar: warning: '" << cl.expression
-              << "' can never fire (no allowed month has any of its days)\n";
-  }
+  nlohmann::json doc{{"schema", 1},
+                     {"expression", cl.expression},
+                     {"time_zone", cl.time_zone},
+                     {"from", utc(from)},
+                     {"never_fires", expr->never_fires()},
+                     {"warnings", nlohmann::json::array()},
+                     {"fire_times", nlohmann::json::array()}};
+  auto warn = [&](const std::string& message) {
+    std::cerr << "baton calendar: warning: " << message << "\n";
+    doc["warnings"].push_back(message);
+  };
+  if (expr->never_fires())
+    warn("'" + cl.expression + "' can never fire (no allowed month has any of its days)");
   const auto times = expr->next_n(from, cl.count);
+  std::ostringstream text;
   for (const auto& t : times) {
-    std::cout << utc(t);
-    if (cl.time_zone != "UTC") std::cout << "  " << local(t, cl.time_zone);
-    std::cout << "\n";
+    text << utc(t);
+    nlohmann::json entry{{"utc", utc(t)}};
+    if (cl.time_zone != "UTC") {
+      text << "  " << local(t, cl.time_zone);
+      entry["local"] = local(t, cl.time_zone);
+    }
+    text << "\n";
+    doc["fire_times"].push_back(std::move(entry));
   }
-  if (times.size() < cl.count && !expr->never_fires())
+  if (times.size() < cl.count && !expr->never_fires()) {
+    // Not a warning: the expression fires, only not as often as asked within the search bound.
     std::cerr << "baton calendar: " << (times.empty() ? "no" : "no more")
               << " fire times within 400 years\n";
+  }
+  std::cout << (cl.json ? dump_json(doc) : text.str());
   return exit_ok;
 }
 

@@ -17,7 +17,7 @@ int main(int argc, char** argv) {
     return exit_usage;
   }
   if (cl.help) {
-    std::cout << usage();
+    std::cout << (cl.command.empty() ? usage() : command_help(cl.command));
     return exit_ok;
   }
   if (cl.version) {
@@ -28,6 +28,9 @@ int main(int argc, char** argv) {
     if (cl.command == "run") return run(cl);
     if (cl.command == "validate") return validate(cl);
     if (cl.command == "status") return status(cl);
+    if (cl.command == "history") return history(cl);
+    if (cl.command == "pause" || cl.command == "resume" || cl.command == "trigger")
+      return control(cl);
     return calendar(cl);
   } catch (const std::exception& e) {
     std::cerr << "baton " << cl.command << ": " << e.what() << "\n";

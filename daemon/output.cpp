@@ -2,10 +2,18 @@
 
 #include <date/date.h>
 #include <date/tz.h>
+#include <pwd.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
+#include <string.h>
+#include <unistd.h>
 
+#include <cstdlib>
+#include <iostream>
+
+#include "baton/backends/factory.hpp"
 #include "baton/scheduler/cron.hpp"
+#include "cli.hpp"
 
 namespace baton::daemon {
 
@@ -26,6 +34,77 @@ std::string local(std::chrono::system_clock::time_point tp, const std::string& z
     return date::format("%Y-%m-%d %H:%M:%S %Z (%Ez)",
                         date::make_zoned(tz, std::chrono::floor<std::chrono::seconds>(tp)));
   return date::format("%Y-%m-%d %H:%M:%S %Z (%Ez)", date::make_zoned(tz, ms));
+}
+
+std::string format_elapsed(std::chrono::milliseconds d) {
+  const long long ms = d.count() < 0 ? -d.count() : d.count();
+  char buf[64];
+  if (ms < 1000) {
+    std::snprintf(buf, sizeof buf, "%lldms", ms);
+  } else if (ms < 60'000) {
+    std::snprintf(buf, sizeof buf, "%lld.%llds", ms / 1000, (ms % 1000) / 100);
+  } else if (ms < 3'600'000) {
+    std::snprintf(buf, sizeof buf, "%lldm%02llds", ms / 60'000, (ms / 1000) % 60);
+  } else if (ms < 86'400'000) {
+    std::snprintf(buf, sizeof buf, "%lldh%02lldm", ms / 3'600'000, (ms / 60'000) % 60);
+  } else {
+    std::snprintf(buf, sizeof buf, "%lldd%02lldh", ms / 86'400'000, (ms / 3'600'000) % 24);
+  }
+  return buf;
+}
+
+std::string relative(std::chrono::system_clock::time_point t,
+                     std::chrono::system_clock::time_point now) {
+  const auto d = std::chrono::duration_cast<std::chrono::milliseconds>(t - now);
+  if (d.count() == 0) return "now";
+  return d.count() < 0 ? format_elapsed(-d) + " ago" : "in " + format_elapsed(d);
+}
+
+std::string signal_text(int sig) {
+  if (const char* abbrev = ::sigabbrev_np(sig)) return std::string("SIG") + abbrev;
+  return "signal " + std::to_string(sig);
+}
+
+std::string caller_identity() {
+  std::string user;
+  if (const passwd* pw = ::getpwuid(::geteuid()); pw != nullptr && pw->pw_name != nullptr)
+    user = pw->pw_name;
+  else if (const char* u = std::getenv("USER"); u != nullptr && *u != '\0')
+    user = u;
+  else
+    user = "uid" + std::to_string(::geteuid());
+  char host[256] = {};
+  if (::gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
+  return user + "@" + (host[0] != '\0' ? host : "unknown-host");
+}
+
+nlohmann::json backend_json(const backend_config& backend) {
+  const backend_descriptor* d = find_backend(backend.type);
+  nlohmann::json params = nlohmann::json::object();
+  for (const auto& [name, value] : backend.params) params[name] = mask_param(d, name, value).text;
+  return {{"type", backend.type}, {"description", describe(d, backend)}, {"parameters", params}};
+}
+
+std::string dump_json(const nlohmann::json& document) {
+  return document.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+}
+
+watchdog::watchdog(std::chrono::seconds timeout, std::string command, std::string what)
+    : thread_([this, timeout, command = std::move(command), what = std::move(what)] {
+        std::unique_lock lock(mutex_);
+        if (cv_.wait_for(lock, timeout, [this] { return done_; })) return;
+        std::cerr << "baton " << command << ": " << what << " did not answer within "
+                  << timeout.count() << " s\n";
+        std::_Exit(exit_failure);
+      }) {}
+
+watchdog::~watchdog() {
+  {
+    std::lock_guard lock(mutex_);
+    done_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
 }
 
 }  // namespace baton::daemon

@@ -616,13 +616,17 @@ TEST_P(daemon_secrets, appear_in_no_output_of_validate_status_and_run) {
                      "working_directory": )" +
                                      json_string(dir.string()) + "}]}");
   const std::string config = (dir / "baton.json").string();
-  // Every output baton makes of this config; --json (a later issue) adds its own here.
+  // Every output baton makes of this config, --json included.
   std::vector<std::pair<std::string, std::string>> outputs;
 
   auto v = run_baton({"validate", "--config", config});
   EXPECT_EQ(v.status, 0) << v.err;
   EXPECT_THAT(v.out, HasSubstr("***"));
   outputs.emplace_back("validate", v.out + v.err);
+  auto vj = run_baton({"validate", "--config", config, "--json"});
+  EXPECT_EQ(vj.status, 0) << vj.err;
+  EXPECT_THAT(vj.out, HasSubstr("***"));
+  outputs.emplace_back("validate --json", vj.out + vj.err);
 
   {
     process node({daemon_path(), "run", "--config", config, "--log-level", "debug"}, dir / "out",
@@ -648,6 +652,9 @@ TEST_P(daemon_secrets, appear_in_no_output_of_validate_status_and_run) {
   auto s = run_baton({"status", "--config", config}, 60s);
   EXPECT_EQ(s.status, row.connects ? 0 : 1) << s.err;
   outputs.emplace_back("status", s.out + s.err);
+  auto sj = run_baton({"status", "--config", config, "--json"}, 60s);
+  EXPECT_EQ(sj.status, row.connects ? 0 : 1) << sj.err;
+  outputs.emplace_back("status --json", sj.out + sj.err);
 
   for (const auto& [command, text] : outputs)
     for (const auto& secret : row.secrets)

@@ -5,6 +5,7 @@
 #include <spawn.h>
 #include <sys/wait.h>
 
+#include <atomic>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -84,6 +85,23 @@ std::optional<int> process::wait_exit(std::chrono::milliseconds timeout) {
       },
       timeout);
   return status_;
+}
+
+command_result run_baton_command(const std::vector<std::string>& args,
+                                 std::chrono::milliseconds timeout) {
+  static std::atomic<int> counter{0};
+  const fs::path dir = temp_dir("baton-command");
+  const auto n = std::to_string(++counter);
+  std::vector<std::string> argv{daemon_path()};
+  argv.insert(argv.end(), args.begin(), args.end());
+  command_result r;
+  {
+    process p(argv, dir / ("out" + n), dir / ("err" + n));
+    r.status = p.wait_exit(timeout).value_or(-1);
+  }
+  r.out = read_file(dir / ("out" + n));
+  r.err = read_file(dir / ("err" + n));
+  return r;
 }
 
 }  // namespace baton::test

@@ -48,4 +48,15 @@ class process {
   std::optional<int> status_;
 };
 
+/// What a finished command printed and how it ended.
+struct command_result {
+  int status = -1;  ///< exit status; -1 when it did not exit within the timeout (then killed)
+  std::string out;
+  std::string err;
+};
+
+/// Runs `baton args...` (daemon_path()) to completion, at most `timeout`.
+command_result run_baton_command(const std::vector<std::string>& args,
+                                 std::chrono::milliseconds timeout = std::chrono::seconds{30});
+
 }  // namespace baton::test
