@@ -98,6 +98,7 @@ TEST_P(records, history_is_written_by_the_owner_and_read_newest_first) {
   EXPECT_EQ(h[2].bytes, "first");
   EXPECT_GT(h[0].seq, h[1].seq);
   EXPECT_GT(h[1].seq, h[2].seq);
+  EXPECT_GE(h[2].seq, 1u);  // 0 means "not stored" (run_record::seq)
   for (const auto& e : h) EXPECT_EQ(e.fence, s->fence());
   auto two = history(name, 2);
   ASSERT_EQ(two.size(), 2u);

@@ -40,11 +40,15 @@ bool parse_u64(std::string_view text, std::uint64_t& value) {
   return !text.empty() && ec == std::errc{} && end == text.data() + text.size();
 }
 
-// "<fence>-<seq>" -> fence and seq; false for a node that is not an entry.
+// "<fence>-<n>" -> fence and seq = n + 1 (the server counts from 0; seq 0 means "not stored"
+// in the contract); false for a node that is not an entry.
 bool parse_entry_name(std::string_view node, std::uint64_t& fence, std::uint64_t& seq) {
   const auto dash = node.rfind('-');
   if (dash == std::string_view::npos) return false;
-  return parse_u64(node.substr(0, dash), fence) && parse_u64(node.substr(dash + 1), seq);
+  if (!parse_u64(node.substr(0, dash), fence) || !parse_u64(node.substr(dash + 1), seq))
+    return false;
+  ++seq;
+  return true;
 }
 
 struct entry_name {

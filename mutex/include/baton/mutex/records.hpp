@@ -14,8 +14,8 @@ namespace baton {
 
 /// One history entry as stored.
 struct history_entry {
-  /// Per mutex, assigned by the backend, strictly increasing in write order (never reused, also
-  /// after pruning).
+  /// Per mutex, assigned by the backend, from 1, strictly increasing in write order (never
+  /// reused, also after pruning).
   std::uint64_t seq = 0;
   std::uint64_t fence = 0;  ///< the fence the entry was written with
   std::string bytes;        ///< opaque

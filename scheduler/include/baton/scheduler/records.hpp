@@ -29,7 +29,8 @@ enum class run_outcome {
   killed,           ///< a command was ended by a signal that baton did not send for a
                     ///< timeout or a lost lease (`signal` says which)
   timed_out,        ///< stopped because the schedule's timeout passed
-  lost_lease,       ///< stopped because this node stopped being leader
+  lost_lease,       ///< stopped because this node stopped leading (lease lost, or the
+                    ///< scheduler stopping / the schedule removed: the lease is given up)
   skipped_overlap,  ///< not run: the previous run was still going
   skipped_paused,   ///< not run: the schedule is paused
 };
