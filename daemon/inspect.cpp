@@ -184,6 +184,26 @@ int validate(const command_line& cl) {
         << (s.timeout.count() > 0 ? config::format_duration(s.timeout) : std::string("none"))
         << ", misfire " << (s.misfire == misfire_policy::skip ? "skip" : "run_once") << "\n";
     js["timeout_ms"] = s.timeout.count() > 0 ? nlohmann::json(s.timeout.count()) : nullptr;
+    {
+      const auto history = s.history.value_or(config->history);
+      const auto history_output = s.history_output.value_or(config->history_output);
+      const auto retries = s.retries.value_or(config->retries);
+      const auto backoff = s.retry_backoff.value_or(config->retry_backoff);
+      out << "  history:    "
+          << (history == 0 ? std::string("off")
+                           : std::to_string(history) + " records, last " +
+                                 std::to_string(history_output) + " bytes of stderr each")
+          << "\n";
+      out << "  retries:    "
+          << (retries == 0 ? std::string("none")
+                           : std::to_string(retries) + ", backoff " +
+                                 config::format_duration(backoff) + " doubling")
+          << "\n";
+      js["history"] = history;
+      js["history_output"] = history_output;
+      js["retries"] = retries;
+      js["retry_backoff_ms"] = backoff.count();
+    }
     js["misfire"] = s.misfire == misfire_policy::skip ? "skip" : "run_once";
     js["next_fires"] = nlohmann::json::array();
     if (const auto* every = std::get_if<every_trigger>(&s.when)) {

@@ -138,7 +138,8 @@ TEST(daemon_ops_cli, validate_json_is_one_document_with_schema_1) {
   const fs::path dir = baton::test::temp_dir("daemon-ops-validate-json");
   write_file(dir / "baton.json", R"({"backend": {"type": "sqlite", "path": "state.db"},
     "schedules": [
-      {"name": "beat", "every": "5s", "command": ["/bin/true", "x"]},
+      {"name": "beat", "every": "5s", "command": ["/bin/true", "x"], "retries": 2,
+       "retry_backoff": "3s", "history": 7},
       {"name": "never", "cron": "0 0 31 4 *", "command": ["/bin/true"]},
       {"name": "leap", "cron": "0 0 29 2 *", "time_zone": "Europe/Berlin",
        "command": ["/bin/true"]}]})");
@@ -158,7 +159,13 @@ TEST(daemon_ops_cli, validate_json_is_one_document_with_schema_1) {
   EXPECT_EQ(beat["command"], json::array({"/bin/true", "x"}));
   EXPECT_EQ(beat["next_fires"].size(), 3u);
   EXPECT_TRUE(beat["lease"]["ttl_ms"].is_number_integer());
+  EXPECT_EQ(beat["history"], 7);
+  EXPECT_EQ(beat["history_output"], 4096);
+  EXPECT_EQ(beat["retries"], 2);
+  EXPECT_EQ(beat["retry_backoff_ms"], 3000);
   const auto& never = doc["schedules"][1];
+  EXPECT_EQ(never["history"], 50);
+  EXPECT_EQ(never["retries"], 0);
   EXPECT_EQ(never["trigger"]["never_fires"], true);
   EXPECT_TRUE(never["next_fires"].empty());
   // 29 February fires (leap years): no warning for it, one for 31 April.
