@@ -14,7 +14,8 @@
 // ZNODEEXISTS / ZBADVERSION / ZNONODE answer errc::conflict with the record read afterwards.
 // watch_controls keeps an exists-watch on the node (fires on create, change and delete), armed
 // again after each event and after every (re)connection, which also calls the watcher (a change
-// may have been missed while the session was being rebuilt).
+// may have been missed while the session was being rebuilt), and calls it once more when the
+// server has the new watch (another session's change may have landed just before it).
 //
 // Every completion comes on a client thread: it only posts onto runtime::io(), where the next
 // step runs; nothing here blocks.
@@ -436,11 +437,31 @@ class zk_records final : public record_store, public std::enable_shared_from_thi
             });
           });
     }
-    // A failure (no connection) leaves no watch on the server; the next connect re-arms.
-    session_->exists_watch(gen, node, [node](op_result r) {
-      if (!server_answered(r.rc))
-        baton::detail::log().debug("zookeeper: watching {}: {}", node, zerror(r.rc));
-    });
+    // A failure (no connection) leaves no watch on the server; the next connect re-arms. Once
+    // the server has the watch, the watcher is called once more: a change another session made
+    // between the event and this request's arrival fired no watch (ZooKeeper orders requests
+    // per session only), and a read after this call sees it.
+    session_->exists_watch(
+        gen, node, [node, weak = weak_from_this(), io = &session_->rt().io(), handle](op_result r) {
+          if (!server_answered(r.rc)) {
+            baton::detail::log().debug("zookeeper: watching {}: {}", node, zerror(r.rc));
+            return;
+          }
+          boost::asio::post(*io, [weak, handle] {
+            if (auto self = weak.lock()) self->armed(handle);
+          });
+        });
+  }
+
+  void armed(std::uint64_t handle) {
+    std::function<void()> changed;
+    {
+      std::lock_guard lock(mutex_);
+      auto it = watches_.find(handle);
+      if (it == watches_.end()) return;
+      changed = it->second.changed;
+    }
+    changed();
   }
 
   void fired(std::uint64_t handle) {
