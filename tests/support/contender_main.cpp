@@ -98,7 +98,10 @@ int critical_sections(const arguments& a, baton::mutex_backend& backend) {
       ++sections;
     }
     lock.unlock();
-    std::this_thread::sleep_for(std::chrono::milliseconds{::getpid() % 7});
+    // Leave the mutex free for half a poll interval (plus a per-process few ms): SQL waiters
+    // only poll, and a releaser that re-locked at once could keep them out for the whole run.
+    std::this_thread::sleep_for(a.options.poll_interval / 2 +
+                                std::chrono::milliseconds{::getpid() % 7});
   }
   ::close(fd);
   say("DONE " + std::to_string(sections));
