@@ -45,10 +45,7 @@ std::vector<std::string> distributed_backends() {
   return all;
 }
 
-std::string unique_name(const std::string& hint) {
-  static std::atomic<int> n{0};
-  return hint + "-" + std::to_string(::getpid()) + "-" + std::to_string(++n);
-}
+using baton::test::unique_name;
 
 struct recorder final : baton::mutex_contender {
   std::mutex mutex;

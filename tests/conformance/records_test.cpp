@@ -18,10 +18,7 @@ using namespace std::chrono_literals;
 
 namespace {
 
-std::string unique_name(const std::string& hint) {
-  static std::atomic<int> n{0};
-  return hint + "-" + std::to_string(::getpid()) + "-" + std::to_string(++n);
-}
+using baton::test::unique_name;
 
 struct quiet final : baton::mutex_contender {
   void on_acquired(const baton::mutex_state&) override {}

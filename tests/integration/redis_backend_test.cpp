@@ -38,8 +38,7 @@ using steady = std::chrono::steady_clock;
 namespace {
 
 std::string unique_name(const std::string& hint) {
-  static std::atomic<int> n{0};
-  return "redis-" + hint + "-" + std::to_string(::getpid()) + "-" + std::to_string(++n);
+  return baton::test::unique_name("redis-" + hint);
 }
 
 baton::backend_config redis_config(const std::string& url,

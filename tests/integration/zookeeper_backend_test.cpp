@@ -40,10 +40,7 @@ using steady = std::chrono::steady_clock;
 
 namespace {
 
-std::string unique_name(const std::string& hint) {
-  static std::atomic<int> n{0};
-  return hint + "-" + std::to_string(::getpid()) + "-" + std::to_string(++n);
-}
+using baton::test::unique_name;
 
 long long ms_since(steady::time_point t) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(steady::now() - t).count();

@@ -5,11 +5,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <cstdint>
-
-#include <unistd.h>
-
 #include <atomic>
+#include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <stdexcept>
@@ -24,6 +21,11 @@ std::string require_env(const char* name) {
                              " is not set: run the tests through scripts/test.sh, which starts "
                              "the servers");
   return value;
+}
+
+std::string unique_name(const std::string& hint) {
+  static std::atomic<int> n{0};
+  return hint + "-" + std::to_string(::getpid()) + "-" + std::to_string(++n);
 }
 
 std::string temp_dir(const std::string& hint) {

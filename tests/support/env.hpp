@@ -12,6 +12,10 @@ namespace baton::test {
 /// The value of environment variable `name`; throws (the test fails, never skips) when unset.
 std::string require_env(const char* name);
 
+/// `hint`-PID-N with N counting up in this process: a mutex name no other test (or test process)
+/// uses.
+std::string unique_name(const std::string& hint);
+
 /// A fresh directory for this test under BATON_TEST_TMPDIR (or /tmp).
 std::string temp_dir(const std::string& hint);
 
