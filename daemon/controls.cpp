@@ -53,19 +53,31 @@ void print_details(std::ostream& out, const run_record& r) {
   for (std::string line; std::getline(lines, line);) out << indent << "  " << line << "\n";
 }
 
+// The common start of the schedule commands: the config, a NAME it has, logging, the backend
+// (read-only for `history`). nullptr with `failed` set to the exit status when one is missing.
+std::shared_ptr<mutex_backend> open_backend(const command_line& cl, runtime& rt, bool read_only,
+                                            std::optional<config::daemon_config>& config,
+                                            int& failed) {
+  failed = exit_usage;
+  config = load_or_report(cl);
+  if (!config || !schedule_named(*config, cl)) return nullptr;
+  configure_logging(cl.log_level.value_or("warn"));
+  failed = exit_ok;
+  const std::string& command = cl.command;
+  return make_configured_backend(
+      *config, rt, failed,
+      [&](const std::string& why) { std::cerr << "baton " << command << ": " << why << "\n"; },
+      read_only);
+}
+
 }  // namespace
 
 int history(const command_line& cl) {
-  auto config = load_or_report(cl);
-  if (!config) return exit_usage;
-  if (!schedule_named(*config, cl)) return exit_usage;
-  configure_logging(cl.log_level.value_or("warn"));
   runtime rt;
+  std::optional<config::daemon_config> config;
   int failed = exit_ok;
   // Read-only, as status: looking creates and changes nothing.
-  auto backend = make_configured_backend(
-      *config, rt, failed,
-      [](const std::string& why) { std::cerr << "baton history: " << why << "\n"; }, true);
+  auto backend = open_backend(cl, rt, true, config, failed);
   if (!backend) return failed;
   std::vector<run_record> records;
   {
@@ -108,17 +120,12 @@ int history(const command_line& cl) {
 }
 
 int control(const command_line& cl) {
-  auto config = load_or_report(cl);
-  if (!config) return exit_usage;
-  if (!schedule_named(*config, cl)) return exit_usage;
-  configure_logging(cl.log_level.value_or("warn"));
   runtime rt;
+  std::optional<config::daemon_config> config;
   int failed = exit_ok;
-  const std::string& command = cl.command;
-  auto backend = make_configured_backend(*config, rt, failed, [&](const std::string& why) {
-    std::cerr << "baton " << command << ": " << why << "\n";
-  });
+  auto backend = open_backend(cl, rt, false, config, failed);
   if (!backend) return failed;
+  const std::string& command = cl.command;
   const std::string by = caller_identity();
   mutex_owner owner;
   schedule_controls before;
