@@ -256,10 +256,10 @@ struct records_view {
   std::string error;             // set when the history or controls could not be read
 };
 
-// How much history status reads to count failures in a row.
-constexpr std::size_t status_history_limit = 1000;
-
-records_view read_records(mutex_backend& backend, const std::string& name, bool nothing_stored) {
+// `limit`: the records the schedule keeps (its `history`): reading more finds nothing more, and
+// status reads every schedule's.
+records_view read_records(mutex_backend& backend, const std::string& name, std::size_t limit,
+                          bool nothing_stored) {
   records_view v;
   if (nothing_stored) {
     v.waiting = std::vector<std::string>{};
@@ -272,7 +272,7 @@ records_view read_records(mutex_backend& backend, const std::string& name, bool 
   }
   try {
     v.controls = read_schedule_controls(backend, name);
-    const auto history = read_run_history(backend, name, status_history_limit);
+    const auto history = read_run_history(backend, name, std::max<std::size_t>(limit, 1));
     if (!history.empty()) v.last_record = history.front();
     bool streak = true;
     for (const auto& r : history) {
@@ -283,7 +283,7 @@ records_view read_records(mutex_backend& backend, const std::string& name, bool 
       else if (is_failure(r.outcome))
         ++v.consecutive_failures;
     }
-    v.failures_capped = streak && history.size() == status_history_limit;
+    v.failures_capped = streak && history.size() >= std::max<std::size_t>(limit, 1);
   } catch (const store_missing&) {
   } catch (const std::exception& e) {
     v.error = e.what();
@@ -358,7 +358,8 @@ int status(const command_line& cl) {
                   << " backend: " << scrub_secrets(config->backend, e.what()) << "\n";
         return exit_failure;
       }
-      const auto records = read_records(*backend, s.name, nothing_stored);
+      const auto records =
+          read_records(*backend, s.name, s.history.value_or(config->history), nothing_stored);
       const auto now = system_clock::now();
       nlohmann::json js{{"name", s.name}, {"trigger", config::describe(s.when)}};
 
