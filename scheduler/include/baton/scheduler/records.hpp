@@ -34,6 +34,7 @@ enum class run_outcome {
   skipped_overlap,  ///< not run: the previous run was still going
   skipped_paused,   ///< not run: the schedule is paused
 };
+inline constexpr std::size_t run_outcome_count = 7;
 
 std::string_view to_string(run_trigger t) noexcept;
 std::string_view to_string(run_outcome o) noexcept;

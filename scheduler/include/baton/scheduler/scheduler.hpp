@@ -1,6 +1,7 @@
 #pragma once
 /// The leader-gated scheduler: one contend service per schedule; the node that holds a
 /// schedule's mutex fires its job, continuing the cadence recorded in the lease-guarded state.
+#include <array>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -12,6 +13,7 @@
 
 #include "baton/jobs/job.hpp"
 #include "baton/mutex/backend.hpp"
+#include "baton/mutex/metrics.hpp"
 #include "baton/mutex/options.hpp"
 #include "baton/mutex/runtime.hpp"
 #include "baton/scheduler/clock.hpp"
@@ -115,6 +117,12 @@ struct schedule_status {
   /// from a full queue of unwritten records.
   std::uint64_t history_dropped = 0;
   std::uint64_t controls_errors = 0;  ///< failed or unreadable reads of the controls
+  /// Attempts and not-run fires on this node, by outcome (indexed by run_outcome).
+  std::array<std::uint64_t, run_outcome_count> outcomes{};
+  /// How long the attempts this node finished took (seconds; skipped fires not included).
+  histogram_snapshot run_duration;
+  /// When the last successful attempt on this node ended (wall clock).
+  std::optional<std::chrono::system_clock::time_point> last_success;
 };
 
 namespace detail {
