@@ -15,15 +15,22 @@ BATON_BUILD_PACKAGES=(
   libsoci-dev libsoci-sqlite3-4.0 libsoci-postgresql4.0 libsoci-mysql4.0
   libsqlite3-dev libpq-dev libmariadb-dev libzookeeper-mt-dev libhiredis-dev
   nlohmann-json3-dev libgtest-dev libgmock-dev libspdlog-dev libhowardhinnant-date-dev tzdata
+  libsystemd-dev
 )
 
+# libsystemd-dev: sd_notify (READY/RELOADING/STOPPING, the watchdog) for `Type=notify` units.
+
 # Servers the tests run against (started on loopback by scripts/servers.sh) and test tools.
+# `prometheus` ships `promtool check metrics` (the /metrics exposition is checked with it; the
+# package's service is not started: there is no systemd in the test machines), `help2man` keeps
+# the man page in sync with --help, `systemd` gives `systemd-analyze verify` for the unit files.
 # `zookeeper` depends on default-jre (a JRE), log4j 1.2 and the slf4j bindings, so
 # --no-install-recommends is enough; `postgresql` brings the postgres user and
 # /usr/lib/postgresql/15/bin, `mariadb-server` the mysql user and the mariadb client.
 BATON_TEST_PACKAGES=(
   redis-server zookeeper mariadb-server postgresql
   python3-croniter python3-kazoo python3-redis procps iproute2 sqlite3
+  prometheus help2man systemd
 )
 
 # Prints the packages among "$@" that are not installed, one per line.
