@@ -4,6 +4,7 @@
 #include <charconv>
 
 #include "baton/backends/factory.hpp"
+#include "baton/config/config.hpp"
 
 namespace baton::daemon {
 
@@ -20,6 +21,10 @@ const option_doc opt_config{"--config", "--config FILE",
                             "the JSON config (relative paths in it resolve against its directory)"};
 const option_doc opt_log_level{"--log-level", "--log-level LEVEL",
                                "trace, debug, info, warn or error (overrides the config's)"};
+const option_doc opt_http_listen{
+    "--http-listen", "--http-listen ADDR",
+    "serve /metrics, /healthz, /readyz on ADDR (127.0.0.1:9464, [::1]:9464, localhost:0);\n"
+    "                      overrides the config's http.listen"};
 const option_doc opt_json{"--json", "--json",
                           "one JSON document on stdout (\"schema\": 1; see daemon/README.md)"};
 
@@ -39,7 +44,7 @@ const std::vector<command_doc>& command_docs() {
        "contend for every schedule and fire the ones this node leads",
        "SIGTERM/SIGINT: stop firing, stop jobs, release, exit 0; SIGHUP: reload the config\n"
        "(unchanged schedules keep their leases). Runs until stopped.",
-       {opt_config, opt_log_level}},
+       {opt_config, opt_log_level, opt_http_listen}},
       {"validate",
        "validate --config FILE [--json]",
        "check the config; print each schedule and its next fire times",
@@ -233,6 +238,14 @@ command_line parse_command_line(const std::vector<std::string>& args) {
         throw usage_error("--log-level: unknown level '" + level +
                           "' (trace, debug, info, warn, error)");
       cl.log_level = level;
+    } else if (name == "--http-listen") {
+      auto address = value_of(i, name);
+      try {
+        config::parse_listen_address(address);
+      } catch (const std::invalid_argument& e) {
+        throw usage_error("--http-listen: " + std::string(e.what()));
+      }
+      cl.http_listen = address;
     } else if (name == "--config" || name == "-c") {
       cl.config = value_of(i, name);
       if (cl.config.empty()) throw usage_error(name + ": empty file name");

@@ -38,6 +38,8 @@ struct command_line {
   std::string time_zone = "UTC";         ///< calendar --time-zone
   std::optional<std::string> from;       ///< calendar --from (RFC 3339)
   unsigned count = 10;                   ///< calendar --count
+  /// run --http-listen ADDR (checked by config::parse_listen_address): overrides http.listen.
+  std::optional<std::string> http_listen;
 };
 
 /// Parses argv; throws usage_error.

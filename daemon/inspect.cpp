@@ -147,6 +147,14 @@ int validate(const command_line& cl) {
       << " (not contacted; `baton status` does)\n";
   if (const auto* d = find_backend(config->backend.type); d && !d->process_local.empty())
     warn("/backend/type", d->process_local);
+  // http.listen (`run --http-listen` overrides it): /metrics, /healthz, /readyz.
+  out << "http: "
+      << (config->http_listen
+              ? "listen " + config->http_listen->text() + " (/metrics, /healthz, /readyz)"
+              : std::string("off (no http.listen)"))
+      << "\n";
+  doc["http"] = {{"listen", config->http_listen ? nlohmann::json(config->http_listen->text())
+                                                : nlohmann::json(nullptr)}};
   for (const auto& s : config->schedules) {
     const auto lease = config->lease_for(s, defaults);
     nlohmann::json js{{"name", s.name}, {"path", s.path}, {"trigger", trigger_json(s.when)}};

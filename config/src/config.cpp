@@ -1,7 +1,10 @@
-// The config file format: backend, lease, kill_grace, stop_timeout, log_level, schedules.
+// The config file format: backend, lease, kill_grace, stop_timeout, log_level, http, schedules.
 #include "baton/config/config.hpp"
 
+#include <arpa/inet.h>
+
 #include <algorithm>
+#include <charconv>
 #include <cstdlib>
 #include <limits>
 #include <map>
@@ -155,6 +158,24 @@ backend_config read_backend(reader& r, const json& root, const std::filesystem::
   }
   descriptor = d;
   return config;
+}
+
+// ---------------------------------------------------------------------------------------------
+// http
+
+// `http`: {"listen": "HOST:PORT"}; unknown keys are errors.
+void read_http(reader& r, const json& value, daemon_config& config) {
+  if (!r.expect_object(value, "/http")) return;
+  r.allowed_keys(value, "/http", {"listen"});
+  if (auto it = value.find("listen"); it != value.end()) {
+    if (auto text = r.string(*it, "/http/listen")) {
+      try {
+        config.http_listen = parse_listen_address(*text);
+      } catch (const std::invalid_argument& e) {
+        r.error("/http/listen", e.what());
+      }
+    }
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -654,8 +675,8 @@ daemon_config read_config(reader& r, std::string_view text, const std::string& s
   }
   r.allowed_keys(
       root, "",
-      {"backend", "lease", "kill_grace", "stop_timeout", "log_level", "inherit_env", "log_output",
-       "history", "history_output", "retries", "retry_backoff", "schedules"});
+      {"backend", "lease", "kill_grace", "stop_timeout", "log_level", "http", "inherit_env",
+       "log_output", "history", "history_output", "retries", "retry_backoff", "schedules"});
   const auto errors_before_backend = r.error_count();
   const backend_descriptor* descriptor = nullptr;
   guarded(r, "/backend", [&] { config.backend = read_backend(r, root, base_dir, descriptor); });
@@ -685,6 +706,8 @@ daemon_config read_config(reader& r, std::string_view text, const std::string& s
         config.log_level = *level;
     });
   }
+  if (auto it = root.find("http"); it != root.end())
+    guarded(r, "/http", [&] { read_http(r, *it, config); });
   read_job_output_and_env(r, root, "", config.inherit_env, config.log_output);
   read_run_records(r, root, "", config.history, config.history_output, config.retries,
                    config.retry_backoff);
@@ -791,6 +814,67 @@ daemon_config read_config(reader& r, std::string_view text, const std::string& s
 }
 
 }  // namespace
+
+std::string listen_address::text() const {
+  const bool v6 = host.find(':') != std::string::npos;
+  return (v6 ? "[" + host + "]" : host) + ":" + std::to_string(port);
+}
+
+listen_address parse_listen_address(std::string_view text) {
+  const std::string forms =
+      " (use HOST:PORT with an IPv4 address or localhost, or [IPv6]:PORT; "
+      "e.g. 127.0.0.1:9464, [::1]:9464, localhost:9464; port 0 = any free port)";
+  const std::string shown = detail::quote(text);
+  listen_address a;
+  std::string_view host;
+  std::string_view port;
+  if (!text.empty() && text.front() == '[') {
+    const auto close = text.find(']');
+    if (close == std::string_view::npos)
+      throw std::invalid_argument(shown + ": missing ']' after the IPv6 address" + forms);
+    host = text.substr(1, close - 1);
+    if (close + 1 >= text.size() || text[close + 1] != ':')
+      throw std::invalid_argument(shown + ": missing ':PORT' after ']'" + forms);
+    port = text.substr(close + 2);
+    in6_addr v6{};
+    const std::string h(host);
+    if (h.empty() || ::inet_pton(AF_INET6, h.c_str(), &v6) != 1)
+      throw std::invalid_argument(shown + ": " + detail::quote(host) + " is not an IPv6 address" +
+                                  forms);
+  } else {
+    const auto colon = text.rfind(':');
+    if (colon == std::string_view::npos)
+      throw std::invalid_argument(shown + ": missing ':PORT'" + forms);
+    host = text.substr(0, colon);
+    port = text.substr(colon + 1);
+    if (host.find(':') != std::string_view::npos)
+      throw std::invalid_argument(shown + ": an IPv6 address needs brackets: [" +
+                                  std::string(host) + "]:" + std::string(port) + forms);
+    in_addr v4{};
+    const std::string h(host);
+    if (h.empty())
+      throw std::invalid_argument(shown +
+                                  ": missing the host (0.0.0.0 listens on every IPv4 "
+                                  "address)" +
+                                  forms);
+    if (h != "localhost" && ::inet_pton(AF_INET, h.c_str(), &v4) != 1)
+      throw std::invalid_argument(shown + ": " + detail::quote(host) +
+                                  " is not an IPv4 address or localhost (host names are not "
+                                  "resolved)" +
+                                  forms);
+  }
+  unsigned value = 0;
+  const auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), value);
+  const bool digits =
+      !port.empty() && port.size() <= 5 &&
+      std::all_of(port.begin(), port.end(), [](char c) { return c >= '0' && c <= '9'; });
+  if (!digits || ec != std::errc{} || end != port.data() + port.size() || value > 65535)
+    throw std::invalid_argument(shown + ": port " + detail::quote(port) +
+                                " is not a number from 0 to 65535" + forms);
+  a.host = std::string(host);
+  a.port = static_cast<std::uint16_t>(value);
+  return a;
+}
 
 daemon_config parse_config(std::string_view text, const std::string& source,
                            const std::filesystem::path& base_dir, const env_lookup& env,

@@ -93,6 +93,23 @@ struct schedule_config {
   }
 };
 
+/// Where the daemon serves /metrics, /healthz and /readyz over HTTP (`http.listen`,
+/// `baton run --http-listen`): an IP literal or `localhost`, and a port.
+struct listen_address {
+  /// "127.0.0.1", "::1" (no brackets) or "localhost" (bound as 127.0.0.1), as written.
+  std::string host;
+  std::uint16_t port = 0;  ///< 0: any free port (the daemon logs the one it got)
+
+  /// "127.0.0.1:9464", "[::1]:9464", "localhost:9464": the form parse_listen_address() reads.
+  std::string text() const;
+  friend bool operator==(const listen_address&, const listen_address&) = default;
+};
+
+/// Reads "HOST:PORT" with HOST an IPv4 literal or `localhost`, or "[IPv6]:PORT"; PORT 0..65535.
+/// Host names are not resolved. Throws std::invalid_argument saying what is wrong and which
+/// forms are accepted.
+listen_address parse_listen_address(std::string_view text);
+
 /// A whole config file.
 struct daemon_config {
   std::string source;              ///< the file name as given (prefix of messages)
@@ -112,6 +129,8 @@ struct daemon_config {
   /// stop_timeout_for() computes it.
   std::optional<std::chrono::milliseconds> stop_timeout;
   std::string log_level = "info";  ///< trace, debug, info, warn or error
+  /// `http.listen`: serve /metrics, /healthz and /readyz there; unset: no HTTP (the default).
+  std::optional<listen_address> http_listen;
   /// Jobs get the daemon's whole environment (true), or without the variables in `referenced_env`.
   bool inherit_env = false;
   /// Most bytes of each output stream of a run that go to the log.
