@@ -19,6 +19,7 @@
 #include "baton/mutex/runtime.hpp"
 #include "baton/scheduler/scheduler.hpp"
 #include "commands.hpp"
+#include "http.hpp"
 #include "output.hpp"
 #include "stop_policy.hpp"
 
@@ -84,8 +85,8 @@ milliseconds stop_wait(const std::map<std::string, running_schedule>& running) {
 /// change keep their lease and cadence; removed ones stop their job and release their mutex;
 /// changed ones are removed and added again (the cadence carries on from the recorded last
 /// fire); added ones start contending. A config with errors, or with another backend, is
-/// refused as a whole and the running one stays.
-void reload(const command_line& cl, config::daemon_config& current, scheduler& sched,
+/// refused as a whole and the running one stays. True when applied.
+bool reload(const command_line& cl, config::daemon_config& current, scheduler& sched,
             std::map<std::string, running_schedule>& running) {
   log().info("received SIGHUP: reloading {}", cl.config);
   std::vector<std::string> errors;
@@ -103,13 +104,13 @@ void reload(const command_line& cl, config::daemon_config& current, scheduler& s
         "reload rejected: {}: /backend changed ({} -> {}); switching backends needs a restart "
         "of the daemon; the running config stays",
         cl.config, describe_backend(current.backend), describe_backend(next->backend));
-    return;
+    return false;
   }
   if (!errors.empty()) {
     for (const auto& e : errors) log().error("reload rejected: {}", e);
     log().error("reload rejected: {} error{} in {}; the running config stays", error_count,
                 error_count == 1 ? "" : "s", cl.config);
-    return;
+    return false;
   }
 
   // The backend is unchanged, so are its lease defaults; load_config() checked every schedule
@@ -153,9 +154,13 @@ void reload(const command_line& cl, config::daemon_config& current, scheduler& s
     }
   }
   if (next->log_level != current.log_level && !cl.log_level) configure_logging(next->log_level);
+  if (next->http_listen != current.http_listen && !cl.http_listen)
+    log().warn("reload: {}: /http/listen changed: the HTTP listener moves only on a restart",
+               cl.config);
   log().info("reload of {} applied: {} added, {} removed, {} changed, {} unchanged", cl.config,
              added, removed, changed, unchanged);
   current = std::move(*next);
+  return true;
 }
 
 }  // namespace
@@ -185,6 +190,14 @@ int run(const command_line& cl) {
     log().warn("{}: /backend/type: SINGLE PROCESS ONLY: {}", config->source, d->process_local);
 
   runtime rt;
+  // HTTP: /metrics, /healthz, /readyz (http.hpp); off unless http.listen or --http-listen.
+  std::unique_ptr<http_endpoints> http;
+  try {
+    http = start_http_endpoints(cl.http_listen, *config, rt, version());
+  } catch (const std::exception& e) {
+    log().error("{}", e.what());
+    return exit_failure;
+  }
   int failed = exit_ok;
   auto backend = make_configured_backend(*config, rt, failed,
                                          [](const std::string& why) { log().error("{}", why); });
@@ -197,6 +210,9 @@ int run(const command_line& cl) {
   for (const auto& s : config->schedules) start_schedule(*sched, *config, s, defaults, running);
 
   sched->start();
+  if (http)
+    http->attach(*sched, backend, config->schedules.front().name,
+                 [b = config->backend](const std::string& text) { return scrub_secrets(b, text); });
   log().info("running as contender {} (jobs run under a per-run supervisor, a child subreaper)",
              sched->contender_id());
 
@@ -204,12 +220,15 @@ int run(const command_line& cl) {
   while (true) {
     if (sigwait(&signals, &sig) != 0) continue;
     if (sig != SIGHUP) break;
+    bool applied = false;
     try {
-      reload(cl, *config, *sched, running);
+      applied = reload(cl, *config, *sched, running);
     } catch (const std::exception& e) {
       log().error("reload failed: {}", e.what());
     }
+    if (http) http->count_reload(applied);
   }
+  if (http) http->stopping();
   using clock = std::chrono::steady_clock;
   const clock::time_point since = clock::now();  // next_stop_step: stop_gracefully
   const milliseconds grace = stop_wait(running);
@@ -224,6 +243,7 @@ int run(const command_line& cl) {
   std::atomic<bool> stopped{false};
   std::thread stopper([&] {
     sched->stop(grace);
+    if (http) http->stop();  // before the scheduler it reads goes
     sched.reset();
     backend.reset();
     rt.stop();
