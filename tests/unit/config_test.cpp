@@ -467,6 +467,56 @@ TEST(config_run_records, bad_values_name_their_path) {
 // ---------------------------------------------------------------------------------------------
 // one error per class, each naming file and JSON path
 
+// ---------------------------------------------------------------------------------------------
+// http
+
+TEST(config_http, listen_is_off_by_default_and_takes_ip_literals_and_localhost) {
+  const auto schedule = R"("name": "a", "every": "1s", "command": ["x"])";
+  EXPECT_FALSE(parse(with_schedule(schedule)).http_listen.has_value());
+  EXPECT_FALSE(parse(with_schedule(schedule, R"(, "http": {})")).http_listen.has_value());
+  struct good {
+    std::string text;
+    std::string host;
+    std::uint16_t port;
+  };
+  for (const auto& g : std::vector<good>{{"127.0.0.1:9464", "127.0.0.1", 9464},
+                                         {"0.0.0.0:0", "0.0.0.0", 0},
+                                         {"localhost:65535", "localhost", 65535},
+                                         {"[::1]:9464", "::1", 9464},
+                                         {"[::]:80", "::", 80}}) {
+    const auto config =
+        parse(with_schedule(schedule, R"(, "http": {"listen": ")" + g.text + R"("})"));
+    ASSERT_TRUE(config.http_listen.has_value()) << g.text;
+    EXPECT_EQ(config.http_listen->host, g.host) << g.text;
+    EXPECT_EQ(config.http_listen->port, g.port) << g.text;
+    EXPECT_EQ(config.http_listen->text(), g.text);  // reads back as written
+  }
+  // From the environment, like any string.
+  const auto from_env = parse(with_schedule(schedule, R"(, "http": {"listen": "${LISTEN}"})"),
+                              {{"LISTEN", "127.0.0.1:1234"}});
+  ASSERT_TRUE(from_env.http_listen.has_value());
+  EXPECT_EQ(from_env.http_listen->port, 1234);
+}
+
+TEST(config_http, bad_listen_values_and_unknown_keys_name_their_path) {
+  const auto schedule = R"("name": "a", "every": "1s", "command": ["x"])";
+  for (const char* bad : {"9464", "127.0.0.1", "host.example:80", "::1:80", "[::1]80", "[::1",
+                          "[zz]:80", "127.0.0.1:65536", "127.0.0.1:+80", "127.0.0.1:8 0",
+                          "127.0.0.1:", ":80", "1.2.3:80", "127.0.0.1:123456", ""}) {
+    const auto error = one_error(
+        with_schedule(schedule, R"(, "http": {"listen": ")" + std::string(bad) + R"("})"));
+    EXPECT_THAT(error, AllOf(StartsWith("test.json: /http/listen: "), HasSubstr("HOST:PORT")))
+        << bad;
+    EXPECT_THROW(baton::config::parse_listen_address(bad), std::invalid_argument) << bad;
+  }
+  EXPECT_THAT(one_error(with_schedule(schedule, R"(, "http": {"listen": 80})")),
+              HasSubstr("test.json: /http/listen: "));
+  EXPECT_THAT(one_error(with_schedule(schedule, R"(, "http": {"lisen": "127.0.0.1:1"})")),
+              AllOf(HasSubstr("test.json: /http/lisen: unknown key"), HasSubstr("listen")));
+  EXPECT_THAT(one_error(with_schedule(schedule, R"(, "http": "127.0.0.1:1")")),
+              HasSubstr("test.json: /http: "));
+}
+
 TEST(config_errors, json_syntax_error_gives_line_and_column) {
   auto error = one_error("{\n  \"backend\": {\"type\": \"memory\"},\n  \"schedules\": [,]\n}");
   EXPECT_THAT(error, AllOf(HasSubstr("test.json:"), HasSubstr("line 3, column")));
