@@ -23,8 +23,9 @@ const option_doc opt_log_level{"--log-level", "--log-level LEVEL",
                                "trace, debug, info, warn or error (overrides the config's)"};
 const option_doc opt_http_listen{
     "--http-listen", "--http-listen ADDR",
-    "serve /metrics, /healthz, /readyz on ADDR (127.0.0.1:9464, [::1]:9464, localhost:0);\n"
-    "                      overrides the config's http.listen"};
+    "serve /metrics, /healthz and /readyz over HTTP on ADDR: 127.0.0.1:9464,\n"
+    "                      [::1]:9464, localhost:0 (any free port); overrides the config's "
+    "http.listen"};
 const option_doc opt_json{"--json", "--json",
                           "one JSON document on stdout (\"schema\": 1; see daemon/README.md)"};
 
