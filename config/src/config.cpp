@@ -825,6 +825,8 @@ listen_address parse_listen_address(std::string_view text) {
       " (use HOST:PORT with an IPv4 address or localhost, or [IPv6]:PORT; "
       "e.g. 127.0.0.1:9464, [::1]:9464, localhost:9464; port 0 = any free port)";
   const std::string shown = detail::quote(text);
+  if (text.find('\0') != std::string_view::npos)
+    throw std::invalid_argument(shown + ": contains a NUL character" + forms);
   listen_address a;
   std::string_view host;
   std::string_view port;

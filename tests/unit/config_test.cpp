@@ -509,6 +509,9 @@ TEST(config_http, bad_listen_values_and_unknown_keys_name_their_path) {
         << bad;
     EXPECT_THROW(baton::config::parse_listen_address(bad), std::invalid_argument) << bad;
   }
+  // inet_pton would stop at a NUL and take "127.0.0.1" for the whole host.
+  EXPECT_THROW(baton::config::parse_listen_address(std::string("127.0.0.1\0x:80", 14)),
+               std::invalid_argument);
   EXPECT_THAT(one_error(with_schedule(schedule, R"(, "http": {"listen": 80})")),
               HasSubstr("test.json: /http/listen: "));
   EXPECT_THAT(one_error(with_schedule(schedule, R"(, "http": {"lisen": "127.0.0.1:1"})")),
