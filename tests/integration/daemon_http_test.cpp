@@ -530,6 +530,34 @@ TEST(daemon_http_server, answers_404_405_and_431_and_keeps_serving) {
   EXPECT_EQ(node.daemon().wait_exit(30s), std::optional<int>(0)) << read_file(node.log());
 }
 
+TEST(daemon_http_server, sighup_reloads_are_counted_by_result) {
+  const auto db = fs::path(baton::test::temp_dir("http-reload")) / "s.db";
+  http_node node("http-reload",
+                 "{\"type\": \"sqlite\", \"path\": " + json_string(db.string()) + "}",
+                 {baton::test::unique_name("http-reload")});
+  node.start();
+  ASSERT_TRUE(node.wait_listening()) << read_file(node.log());
+  const int port = node.port();
+  auto reloads = [&](const std::string& result) {
+    const auto r = http_get(port, "/metrics");
+    const auto found =
+        parse_exposition(r.body).find("baton_config_reloads_total", {{"result", result}});
+    return found.size() == 1 ? found[0].value : -1.0;
+  };
+  EXPECT_EQ(reloads("applied"), 0);
+  EXPECT_EQ(reloads("rejected"), 0);
+  node.daemon().signal(SIGHUP);  // the same file: applied, nothing changed
+  EXPECT_TRUE(wait_until([&] { return reloads("applied") == 1; }, 20s)) << read_file(node.log());
+  const std::string good = read_file(node.config());
+  write_file(node.config(), "{\"schedules\": 1}\n");
+  node.daemon().signal(SIGHUP);
+  EXPECT_TRUE(wait_until([&] { return reloads("rejected") == 1; }, 20s)) << read_file(node.log());
+  EXPECT_EQ(reloads("applied"), 1);
+  write_file(node.config(), good);
+  node.daemon().signal(SIGTERM);
+  EXPECT_EQ(node.daemon().wait_exit(30s), std::optional<int>(0)) << read_file(node.log());
+}
+
 TEST(daemon_http_server, readyz_is_503_with_a_reason_while_the_backend_is_down) {
   // A Redis server of this test's own, killed to take the backend away and started again.
   const fs::path dir = baton::test::temp_dir("http-redis");
