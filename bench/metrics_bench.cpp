@@ -10,7 +10,7 @@
 //
 // Backends: "memory" (the in-process store: the hooks against almost nothing) and the five real
 // ones, or the comma list in BATON_BENCH_BACKENDS. BATON_BENCH_QUICK=1 for fewer blocks. Only
-// JSON records go to stdout.
+// JSON records go to stdout. Before the backends: the cost of the hook alone ("metrics_hook").
 #include <unistd.h>
 
 #include <algorithm>
@@ -117,6 +117,39 @@ void bench_backend(const std::string& type, int pairs) {
       " cycles, " + fixed(requests_per_cycle, 2) + " requests/cycle)");
 }
 
+// The hook alone: one request timed as the backends time it (two steady_clock reads) and
+// recorded, under "other" (the last type the lookup compares: an upper bound), on and off in
+// alternating blocks. Records "metrics_hook" (ns per request; backend "hook").
+void bench_hook(int pairs) {
+  constexpr long calls = 1'000'000;
+  std::vector<double> on_ns, off_ns;
+  auto block = [&](bool on) {
+    baton::set_metrics_enabled(on);
+    const auto started = mono_ns();
+    for (long i = 0; i < calls; ++i) {
+      const auto sent = std::chrono::steady_clock::now();
+      baton::detail::record_backend_request("other", std::chrono::steady_clock::now() - sent);
+    }
+    (on ? on_ns : off_ns)
+        .push_back(static_cast<double>(mono_ns() - started) / static_cast<double>(calls));
+  };
+  for (int i = 0; i < pairs; ++i) {
+    block(i % 2 == 0);
+    block(i % 2 != 0);
+  }
+  baton::set_metrics_enabled(true);
+  const auto on = summarize(on_ns);
+  const auto off = summarize(off_ns);
+  const std::map<std::string, std::string> extra{
+      {"calls_per_block", std::to_string(calls)},
+      {"definition",
+       "two steady_clock reads + record_backend_request, metrics on (baton) / off (floor)"}};
+  emit("metrics_hook", "hook", "baton", "ns", on, extra);
+  emit("metrics_hook", "hook", "floor", "ns", off, extra);
+  log("hook: on " + fixed(on.median, 1) + " ns, off " + fixed(off.median, 1) +
+      " ns per request (two clock reads included)");
+}
+
 }  // namespace
 
 int main() {
@@ -125,6 +158,7 @@ int main() {
   const char* quick = std::getenv("BATON_BENCH_QUICK");
   const int memory_pairs = quick && std::string(quick) == "1" ? 5 : 20;
   if (!only || !*only) {  // memory is not in the default list of the other benchmarks
+    bench_hook(memory_pairs);
     try {
       bench_backend("memory", memory_pairs);
     } catch (const std::exception& e) {
