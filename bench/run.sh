@@ -7,7 +7,7 @@
 #
 #   --quick          fewer samples (a smoke run; results are not for committing)
 #   --only NAMES     run only these benchmarks: handover, takeover, throughput, scale, peers,
-#                    history
+#                    history, metrics
 #   --backends LIST  only these backends (sqlite,postgresql,mysql,redis,zookeeper)
 #   --out DIR        where results.json and RESULTS.md go (default: bench/)
 set -euo pipefail
@@ -16,7 +16,7 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
 
 quick=0
-only="handover,takeover,throughput,scale,peers,history"
+only="handover,takeover,throughput,scale,peers,history,metrics"
 out="$ROOT/bench"
 while (($#)); do
   case "$1" in
@@ -90,6 +90,7 @@ run throughput "$BATON_BENCH_BIN/baton_throughput_bench"
 run scale "$BATON_BENCH_BIN/baton_scale_bench"
 run peers "$PY" "$ROOT/bench/peers/peers.py"
 run history "$BATON_BENCH_BIN/baton_history_bench"
+run metrics "$BATON_BENCH_BIN/baton_metrics_bench"
 
 mv "$results.tmp" "$results"
 "$PY" "$ROOT/bench/report.py" "$results" >"$out/RESULTS.md"

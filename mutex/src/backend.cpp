@@ -38,7 +38,7 @@ std::shared_ptr<contend_service> lease_store_backend::make_contend_service(
     const contend_options& options, std::string contender_id) {
   validate_mutex_name(name);
   return make_lease_contend_service(runtime_.io(), store_, name, std::move(contender_id),
-                                    std::move(contender), options);
+                                    std::move(contender), options, default_random_source(), type_);
 }
 
 // The store's answer travels as a value; the exception is made on the caller's thread (an

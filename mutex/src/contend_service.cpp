@@ -4,6 +4,7 @@
 #include <future>
 
 #include "baton/mutex/detail/log.hpp"
+#include "baton/mutex/metrics.hpp"
 #include "baton/mutex/names.hpp"
 
 namespace baton {
@@ -11,12 +12,13 @@ namespace baton {
 contend_service::contend_service(boost::asio::io_context& io, std::string name,
                                  std::string contender_id,
                                  std::shared_ptr<mutex_contender> contender,
-                                 contend_options options)
+                                 contend_options options, std::string backend_type)
     : strand_(boost::asio::make_strand(io)),
       name_(std::move(name)),
       id_(contender_id.empty() ? make_contender_id() : std::move(contender_id)),
       contender_(contender),
-      options_(options) {
+      options_(options),
+      backend_type_(std::move(backend_type)) {
   validate_mutex_name(name_);
   validate(options_);
 }
@@ -60,7 +62,7 @@ void contend_service::stop(std::function<void()> done) noexcept {
       if (self->leader_) {
         mutex_state state{self->last_observed(), mutex_owner{}, self->id_};
         state.before.owner_id = self->id_;
-        self->notify_released(state);
+        self->notify_released(state, release_reason::released);
       }
       self->stop_contend(self->generation_, std::move(finish));
     });
@@ -113,6 +115,7 @@ mutex_owner contend_service::last_observed() const {
 void contend_service::notify_acquired(const mutex_state& state, steady_time deadline) {
   if (leader_) return;
   leader_ = true;
+  detail::record_lease_event(backend_type_, lease_event::acquired);
   {
     std::lock_guard lock(snapshot_mutex_);
     owner_ = true;
@@ -134,13 +137,29 @@ void contend_service::notify_acquired(const mutex_state& state, steady_time dead
 
 void contend_service::extend_lease(steady_time deadline) {
   if (!leader_) return;
+  detail::record_lease_event(backend_type_, lease_event::renewed);
   std::lock_guard lock(snapshot_mutex_);
   deadline_ = deadline;
 }
 
-void contend_service::notify_released(const mutex_state& state) {
+namespace {
+lease_event event_of(release_reason why) noexcept {
+  switch (why) {
+    case release_reason::lost:
+      return lease_event::lost;
+    case release_reason::step_down:
+      return lease_event::step_down;
+    case release_reason::released:
+      break;
+  }
+  return lease_event::released;
+}
+}  // namespace
+
+void contend_service::notify_released(const mutex_state& state, release_reason why) {
   if (!leader_) return;
   leader_ = false;
+  detail::record_lease_event(backend_type_, event_of(why));
   {
     std::lock_guard lock(snapshot_mutex_);
     owner_ = false;

@@ -35,8 +35,9 @@ class lease_contend_service final : public contend_service {
   lease_contend_service(boost::asio::io_context& io, std::shared_ptr<lease_store> store,
                         std::string name, std::string id,
                         std::shared_ptr<mutex_contender> contender, contend_options options,
-                        random_source random)
-      : contend_service(io, std::move(name), std::move(id), std::move(contender), options),
+                        random_source random, std::string backend_type)
+      : contend_service(io, std::move(name), std::move(id), std::move(contender), options,
+                        std::move(backend_type)),
         store_(std::move(store)),
         random_(std::move(random)),
         machine_(contender_id(), options, random_),
@@ -133,6 +134,7 @@ class lease_contend_service final : public contend_service {
       return;
     }
     const auto now = steady::now();
+    const bool was_leader = machine_.leader();
     std::vector<detail::lease_machine::notification> notes;
     if (ec) {
       if (machine_.consecutive_errors() == 0 || machine_.leader())
@@ -148,6 +150,8 @@ class lease_contend_service final : public contend_service {
       notes = machine_.on_reply(now, grant);
     }
     deliver(notes);
+    // Owner before and after, same term: a renewal succeeded.
+    if (!ec && was_leader && notes.empty() && machine_.leader()) extend_lease(machine_.deadline());
     if (ec)
       notify_error(ec);
     else
@@ -160,9 +164,8 @@ class lease_contend_service final : public contend_service {
       if (n.acquired)
         notify_acquired(n.state, machine_.deadline());
       else
-        notify_released(n.state);
+        notify_released(n.state, n.why);
     }
-    if (machine_.leader()) extend_lease(machine_.deadline());
   }
 
   void schedule(std::uint64_t generation) {
@@ -215,10 +218,10 @@ class lease_contend_service final : public contend_service {
 std::shared_ptr<contend_service> make_lease_contend_service(
     boost::asio::io_context& io, std::shared_ptr<lease_store> store, std::string name,
     std::string contender_id, std::shared_ptr<mutex_contender> contender, contend_options options,
-    random_source random) {
-  return std::make_shared<lease_contend_service>(io, std::move(store), std::move(name),
-                                                 std::move(contender_id), std::move(contender),
-                                                 options, std::move(random));
+    random_source random, std::string backend_type) {
+  return std::make_shared<lease_contend_service>(
+      io, std::move(store), std::move(name), std::move(contender_id), std::move(contender), options,
+      std::move(random), std::move(backend_type));
 }
 
 }  // namespace baton

@@ -14,8 +14,8 @@ void lease_machine::on_send(time_point now) {
   sent_at_ = now;
 }
 
-lease_machine::notification lease_machine::step_down(mutex_owner after) {
-  notification n{false, mutex_state{known_, std::move(after), self_}};
+lease_machine::notification lease_machine::step_down(mutex_owner after, release_reason why) {
+  notification n{false, mutex_state{known_, std::move(after), self_}, why};
   n.state.before.owner_id = self_;
   leader_ = false;
   return n;
@@ -32,10 +32,12 @@ std::vector<lease_machine::notification> lease_machine::on_reply(time_point now,
     // The lease counts from when the request was sent: the backend granted it no earlier.
     const auto granted = after.transition_at - grant.now;
     const time_point deadline = sent_at_ + granted - options_.effective_drift_margin();
-    if (leader_ && after.fence != known_.fence) notes.push_back(step_down(after));
+    // Owner again under a new fence: the ownership we had ended on the backend meanwhile.
+    if (leader_ && after.fence != known_.fence)
+      notes.push_back(step_down(after, release_reason::lost));
     if (deadline <= now) {
       // The reply came too late to act on: not owner locally; ask again at once.
-      if (leader_) notes.push_back(step_down(mutex_owner{}));
+      if (leader_) notes.push_back(step_down(mutex_owner{}, release_reason::step_down));
       known_ = mutex_owner{};
       next_attempt_ = now;
       return notes;
@@ -50,7 +52,7 @@ std::vector<lease_machine::notification> lease_machine::on_reply(time_point now,
     return notes;
   }
 
-  if (leader_) notes.push_back(step_down(after));
+  if (leader_) notes.push_back(step_down(after, release_reason::lost));
   known_ = after;
   next_attempt_ = now + period_.next_delay(after, self_, grant.now, wakeups_);
   return notes;
@@ -73,7 +75,7 @@ std::vector<lease_machine::notification> lease_machine::on_error(time_point now)
 std::vector<lease_machine::notification> lease_machine::on_tick(time_point now) {
   std::vector<notification> notes;
   if (leader_ && now >= deadline_) {
-    notes.push_back(step_down(mutex_owner{}));
+    notes.push_back(step_down(mutex_owner{}, release_reason::step_down));
     known_ = mutex_owner{};
   }
   return notes;
@@ -85,7 +87,7 @@ void lease_machine::on_wakeup(time_point now) {
 
 std::vector<lease_machine::notification> lease_machine::on_stop() {
   std::vector<notification> notes;
-  if (leader_) notes.push_back(step_down(mutex_owner{}));
+  if (leader_) notes.push_back(step_down(mutex_owner{}, release_reason::released));
   known_ = mutex_owner{};
   return notes;
 }

@@ -3,8 +3,33 @@
 #include <vector>
 
 #include "baton/mutex/errc.hpp"
+#include "baton/mutex/metrics.hpp"
 
 namespace baton {
+
+namespace {
+
+// Counts one request of the in-memory backend from its construction to its end (the time
+// spent in the store, waiting for its lock included; the handler's time not).
+class request_timer {
+ public:
+  request_timer() noexcept : sent_(std::chrono::steady_clock::now()) {}
+  request_timer(const request_timer&) = delete;
+  request_timer& operator=(const request_timer&) = delete;
+  ~request_timer() { done(); }
+  /// The request is answered (before its handler runs); later calls do nothing.
+  void done() noexcept {
+    if (done_) return;
+    done_ = true;
+    detail::record_backend_request("memory", std::chrono::steady_clock::now() - sent_);
+  }
+
+ private:
+  std::chrono::steady_clock::time_point sent_;
+  bool done_ = false;
+};
+
+}  // namespace
 
 memory_lease_store::memory_lease_store(clock_function clock)
     : clock_(clock ? std::move(clock) : [] {
@@ -16,6 +41,7 @@ void memory_lease_store::async_acquire(const std::string& name, const std::strin
                                        std::chrono::milliseconds ttl,
                                        std::chrono::milliseconds transition,
                                        grant_handler handler) {
+  request_timer timer;
   lease_grant grant;
   {
     std::lock_guard lock(mutex_);
@@ -34,11 +60,13 @@ void memory_lease_store::async_acquire(const std::string& name, const std::strin
     }
     grant = {rec.owner, now};
   }
+  timer.done();
   handler({}, grant);
 }
 
 void memory_lease_store::async_release(const std::string& name, const std::string& owner_id,
                                        done_handler handler) {
+  request_timer timer;
   std::vector<std::function<void()>> wake;
   {
     std::lock_guard lock(mutex_);
@@ -52,11 +80,13 @@ void memory_lease_store::async_release(const std::string& name, const std::strin
         if (w.name == name) wake.push_back(w.wake);
     }
   }
+  timer.done();
   handler({});
   for (auto& w : wake) w();
 }
 
 void memory_lease_store::async_read(const std::string& name, grant_handler handler) {
+  request_timer timer;
   lease_grant grant;
   {
     std::lock_guard lock(mutex_);
@@ -64,21 +94,25 @@ void memory_lease_store::async_read(const std::string& name, grant_handler handl
     grant.now = clock_();
     if (it != records_.end()) grant.owner = it->second.owner;
   }
+  timer.done();
   handler({}, grant);
 }
 
 void memory_lease_store::async_read_state(const std::string& name, state_handler handler) {
+  request_timer timer;
   std::string state;
   {
     std::lock_guard lock(mutex_);
     if (auto it = records_.find(name); it != records_.end()) state = it->second.state;
   }
+  timer.done();
   handler({}, std::move(state));
 }
 
 void memory_lease_store::async_write_state(const std::string& name, const std::string& owner_id,
                                            std::uint64_t fence, std::string bytes,
                                            done_handler handler) {
+  request_timer timer;
   std::error_code ec;
   {
     std::lock_guard lock(mutex_);
@@ -89,6 +123,7 @@ void memory_lease_store::async_write_state(const std::string& name, const std::s
     else
       it->second.state = std::move(bytes);
   }
+  timer.done();
   handler(ec);
 }
 
@@ -112,6 +147,7 @@ void memory_lease_store::async_append_history(const std::string& name, const std
   if (keep == 0 || keep > max_history_keep || bytes.size() > max_history_entry_bytes) {
     ec = make_error_code(errc::invalid_argument);
   } else {
+    request_timer timer;
     std::lock_guard lock(mutex_);
     auto it = records_.find(name);
     if (it == records_.end() || !it->second.owner.is(owner_id) || it->second.owner.fence != fence) {
@@ -127,6 +163,7 @@ void memory_lease_store::async_append_history(const std::string& name, const std
 
 void memory_lease_store::async_read_history(const std::string& name, std::size_t limit,
                                             history_handler handler) {
+  request_timer timer;
   std::vector<history_entry> out;
   {
     std::lock_guard lock(mutex_);
@@ -135,15 +172,18 @@ void memory_lease_store::async_read_history(const std::string& name, std::size_t
            e != it->second.history.rend() && out.size() < limit; ++e)
         out.push_back(*e);
   }
+  timer.done();
   handler({}, std::move(out));
 }
 
 void memory_lease_store::async_read_controls(const std::string& name, controls_handler handler) {
+  request_timer timer;
   controls_record rec;
   {
     std::lock_guard lock(mutex_);
     if (auto it = records_.find(name); it != records_.end()) rec = it->second.controls;
   }
+  timer.done();
   handler({}, std::move(rec));
 }
 
@@ -151,6 +191,7 @@ void memory_lease_store::async_write_controls(const std::string& name, std::uint
                                               std::string bytes, controls_handler handler) {
   if (bytes.size() > max_controls_bytes)
     return handler(make_error_code(errc::invalid_argument), {});
+  request_timer timer;
   std::error_code ec;
   controls_record now;
   std::vector<std::function<void()>> notify;
@@ -167,6 +208,7 @@ void memory_lease_store::async_write_controls(const std::string& name, std::uint
     }
     now = rec;
   }
+  timer.done();
   handler(ec, std::move(now));
   for (auto& n : notify) n();
 }

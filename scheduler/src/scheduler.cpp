@@ -123,6 +123,7 @@ class schedule_runner : public mutex_contender,
     s.leader = service_ && service_->is_owner();
     s.fence = service_ ? service_->fence() : 0;
     if (!s.leader) s.next_fire.reset();
+    s.run_duration = run_duration_.snapshot();
     return s;
   }
 
@@ -654,9 +655,11 @@ class schedule_runner : public mutex_contender,
         clock_->now_steady() >= finished.deadline)
       cause = stop_cause::timeout;
     const run_outcome outcome = classify_outcome(cause, result.threw, result.report);
+    run_duration_.observe(result.took);
     update_status([&](schedule_status& s) {
       s.running = false;
       if (result.threw) ++s.failures;
+      if (outcome == run_outcome::succeeded) s.last_success = result.end;
     });
     append_history(attempt_record(finished, result, outcome, cause), finished.fence);
     if (finished.term != term_ || !leader_ || shutting_down_) return;
@@ -757,6 +760,7 @@ class schedule_runner : public mutex_contender,
   // what is queued. Never blocks; a failed write stays queued and goes again with the next one.
   void append_history(run_record r, std::uint64_t fence) {
     update_status([&](schedule_status& s) {
+      ++s.outcomes[static_cast<std::size_t>(r.outcome)];
       if (r.outcome == run_outcome::succeeded)
         s.consecutive_failures = 0;
       else if (retryable(r.outcome))
@@ -911,6 +915,7 @@ class schedule_runner : public mutex_contender,
 
   mutable std::mutex status_mutex_;
   schedule_status status_;
+  histogram run_duration_{histogram::run_bounds()};  // thread-safe; snapshot in status()
 };
 
 }  // namespace detail

@@ -8,6 +8,8 @@
 #include <condition_variable>
 #include <future>
 #include <mutex>
+#include <stdexcept>
+#include <thread>
 
 #include <spdlog/sinks/base_sink.h>
 
@@ -381,4 +383,77 @@ TEST_F(scheduler_memory, a_new_leader_waits_for_the_recorded_cadence) {
 }
 
 }  // namespace
+}  // namespace baton
+
+namespace baton {
+namespace {
+
+std::uint64_t outcome(const schedule_status& s, run_outcome o) {
+  return s.outcomes[static_cast<std::size_t>(o)];
+}
+
+// Attempts that ran, whatever their end.
+std::uint64_t attempts(const schedule_status& s) {
+  return outcome(s, run_outcome::succeeded) + outcome(s, run_outcome::failed) +
+         outcome(s, run_outcome::killed) + outcome(s, run_outcome::timed_out) +
+         outcome(s, run_outcome::lost_lease);
+}
+
+}  // namespace
+
+TEST_F(scheduler_memory, status_counts_outcomes_run_durations_and_the_last_success) {
+  scheduler a(backend_, rt_, scheduler_options{1, std::nullopt, "node-a", nullptr});
+  std::atomic<int> calls{0};
+  a.add(every_200ms([&](const job_context&) {
+    const int n = ++calls;
+    // Every run takes at least 20 ms (a lower bound, whatever the machine's speed).
+    std::this_thread::sleep_for(20ms);
+    if (n % 2 == 0) throw std::runtime_error("even");
+  }));
+  EXPECT_FALSE(a.status().at(0).last_success);
+  EXPECT_EQ(a.status().at(0).run_duration.count, 0u);
+  const auto started = sys::now();
+  a.start();
+  ASSERT_TRUE(test::wait_until(
+      [&] {
+        const auto s = a.status().at(0);
+        return outcome(s, run_outcome::succeeded) >= 2 && outcome(s, run_outcome::failed) >= 2;
+      },
+      10s));
+  a.stop(1s);
+  const auto stopped = sys::now();
+  const auto s = a.status().at(0);
+  EXPECT_GE(outcome(s, run_outcome::succeeded), 2u);
+  EXPECT_GE(outcome(s, run_outcome::failed), 2u);
+  EXPECT_EQ(outcome(s, run_outcome::skipped_overlap), 0u);
+  EXPECT_EQ(outcome(s, run_outcome::skipped_paused), 0u);
+  // Every run is one attempt outcome and one duration (stop waited for the last run).
+  EXPECT_EQ(attempts(s), s.runs);
+  EXPECT_EQ(s.run_duration.count, s.runs);
+  EXPECT_EQ(s.runs, static_cast<std::uint64_t>(calls.load()));
+  EXPECT_GE(s.run_duration.sum, 0.020 * static_cast<double>(s.run_duration.count));
+  EXPECT_EQ(s.run_duration.bounds, histogram::run_bounds());
+  std::uint64_t in_buckets = 0;
+  for (auto c : s.run_duration.counts) in_buckets += c;
+  EXPECT_EQ(in_buckets, s.run_duration.count);
+  EXPECT_EQ(s.run_duration.counts.front(), 0u);  // none took 10 ms or less
+  ASSERT_TRUE(s.last_success);
+  EXPECT_GE(*s.last_success, started);
+  EXPECT_LE(*s.last_success, stopped);
+}
+
+TEST_F(scheduler_memory, skipped_fires_count_as_outcomes_but_not_as_run_durations) {
+  scheduler a(backend_, rt_, scheduler_options{2, std::nullopt, "node-a", nullptr});
+  a.add(every_200ms(journal_.job("node-a", 500ms)));
+  a.start();
+  ASSERT_TRUE(test::wait_until([&] { return journal_.count("node-a") >= 3; }, 10s));
+  a.stop(1s);
+  const auto s = a.status().at(0);
+  EXPECT_GE(outcome(s, run_outcome::skipped_overlap), 4u);
+  EXPECT_EQ(outcome(s, run_outcome::skipped_overlap), s.skipped_overlap);
+  EXPECT_EQ(s.run_duration.count, s.runs);
+  EXPECT_EQ(attempts(s), s.runs);
+  ASSERT_TRUE(s.last_success);  // the runs that finished before the stop succeeded
+}
+
 }  // namespace baton

@@ -2,12 +2,14 @@
 // store whose completions the test controls.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <deque>
 #include <mutex>
 
 #include "baton/mutex/backend.hpp"
 #include "baton/mutex/errc.hpp"
 #include "baton/mutex/memory_store.hpp"
+#include "baton/mutex/metrics.hpp"
 #include "baton/mutex/runtime.hpp"
 #include "support/env.hpp"
 #include "support/lease.hpp"
@@ -278,4 +280,74 @@ TEST(contend_service, bad_name_is_rejected_before_any_backend_call) {
   EXPECT_THROW(baton::make_lease_contend_service(rt.io(), store, "bad name", "me", who, {}),
                std::invalid_argument);
   EXPECT_EQ(store->pending(), 0u);
+}
+
+namespace {
+// The lease events counted so far under `type`, indexed by baton::lease_event.
+std::array<std::uint64_t, baton::lease_event_count> lease_events(const std::string& type) {
+  for (const auto& m : baton::backend_metrics_snapshot())
+    if (m.type == type) return m.lease_events;
+  return {};
+}
+
+std::uint64_t delta(const std::array<std::uint64_t, baton::lease_event_count>& before,
+                    const std::string& type, baton::lease_event e) {
+  const auto i = static_cast<std::size_t>(e);
+  return lease_events(type)[i] - before[i];
+}
+
+// `id` owns the mutex with `fence` for 1 s.
+baton::lease_grant other_grant(const std::string& id, std::uint64_t fence) {
+  return own_grant(id, fence, 1s);
+}
+}  // namespace
+
+TEST(contend_service, lease_events_say_acquired_renewed_lost_step_down_and_released) {
+  baton::runtime rt;
+  auto store = std::make_shared<manual_store>();
+  auto who = std::make_shared<recorder>();
+  const std::string type = "metrics-test";  // counted as "other"
+  auto s = baton::make_lease_contend_service(rt.io(), store, "events", "me", who, short_options(),
+                                             baton::default_random_source(), type);
+  EXPECT_EQ(s->backend_type(), type);
+  const auto before = lease_events("other");
+  using ev = baton::lease_event;
+  s->start();
+  // Acquired (lease 1 s: the renewal is due after 500 ms and has until ~990 ms).
+  ASSERT_TRUE(baton::test::wait_until([&] { return store->pending() == 1; }, 5s));
+  store->answer({}, own_grant("me", 1, 1s));
+  ASSERT_TRUE(baton::test::wait_until([&] { return s->is_owner(); }, 5s));
+  EXPECT_EQ(delta(before, "other", ev::acquired), 1u);
+  EXPECT_EQ(delta(before, "other", ev::renewed), 0u);
+  // Renewed: the backend keeps us owner under the same fence.
+  ASSERT_TRUE(baton::test::wait_until([&] { return store->pending() == 1; }, 5s));
+  store->answer({}, own_grant("me", 1, 1s));
+  ASSERT_TRUE(
+      baton::test::wait_until([&] { return delta(before, "other", ev::renewed) == 1; }, 5s));
+  // Lost: the next renewal finds another owner.
+  ASSERT_TRUE(baton::test::wait_until([&] { return store->pending() == 1; }, 5s));
+  store->answer({}, other_grant("them", 2));
+  ASSERT_TRUE(baton::test::wait_until([&] { return who->snapshot().size() == 2; }, 5s));
+  EXPECT_EQ(delta(before, "other", ev::lost), 1u);
+  EXPECT_EQ(delta(before, "other", ev::step_down), 0u);
+  // Step down: owner again with a short lease whose renewal is never answered.
+  ASSERT_TRUE(baton::test::wait_until([&] { return store->pending() == 1; }, 5s));
+  store->answer({}, own_grant("me", 3, 200ms));
+  ASSERT_TRUE(baton::test::wait_until([&] { return who->snapshot().size() == 4; }, 5s));
+  EXPECT_EQ(delta(before, "other", ev::acquired), 2u);
+  EXPECT_EQ(delta(before, "other", ev::step_down), 1u);
+  EXPECT_EQ(delta(before, "other", ev::lost), 1u);
+  // The late renewal makes us owner again; stop() gives it up on purpose.
+  ASSERT_EQ(store->pending(), 1u);
+  store->answer({}, own_grant("me", 3, 10s));
+  ASSERT_TRUE(baton::test::wait_until([&] { return s->is_owner(); }, 5s));
+  EXPECT_EQ(delta(before, "other", ev::released), 0u);
+  EXPECT_TRUE(s->stop_and_wait(5s));
+  EXPECT_EQ(delta(before, "other", ev::released), 1u);
+  EXPECT_EQ(delta(before, "other", ev::acquired), 3u);
+  EXPECT_EQ(delta(before, "other", ev::renewed), 1u);
+  EXPECT_EQ(delta(before, "other", ev::lost), 1u);
+  EXPECT_EQ(delta(before, "other", ev::step_down), 1u);
+  EXPECT_EQ(who->snapshot(), (std::vector<std::string>{"acquired:1", "released", "acquired:3",
+                                                       "released", "acquired:3", "released"}));
 }

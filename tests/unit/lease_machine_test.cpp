@@ -95,6 +95,7 @@ TEST(lease_machine, owner_steps_down_when_local_lease_passes_without_renewal) {
   EXPECT_FALSE(notes[0].acquired);
   EXPECT_TRUE(notes[0].state.released());
   EXPECT_EQ(notes[0].state.before.fence, 3u);
+  EXPECT_EQ(notes[0].why, baton::release_reason::step_down);  // a local decision
   EXPECT_FALSE(m.leader());
   EXPECT_EQ(m.fence(), 0u);
 }
@@ -110,6 +111,8 @@ TEST(lease_machine, late_reply_after_local_deadline_is_ignored_even_if_backend_s
   auto notes = m.on_reply(clock.now, grant("me", 3, 1'000));
   ASSERT_EQ(notes.size(), 1u);
   EXPECT_FALSE(notes[0].acquired);
+  // The backend still says owner; the local lease ran out before the renewal came back.
+  EXPECT_EQ(notes[0].why, baton::release_reason::step_down);
   EXPECT_FALSE(m.leader());
   EXPECT_EQ(m.next_attempt(), clock.now);  // asks again at once
 }
@@ -126,6 +129,7 @@ TEST(lease_machine, another_owner_in_reply_means_released) {
   EXPECT_TRUE(notes[0].state.released());
   EXPECT_EQ(notes[0].state.after.owner_id, "other");
   EXPECT_TRUE(notes[0].state.changed());
+  EXPECT_EQ(notes[0].why, baton::release_reason::lost);  // the backend said so
 }
 
 TEST(lease_machine, fence_change_while_owner_is_released_then_acquired) {
@@ -138,6 +142,7 @@ TEST(lease_machine, fence_change_while_owner_is_released_then_acquired) {
   auto notes = m.on_reply(clock.now, grant("me", 5, 500));
   ASSERT_EQ(notes.size(), 2u);
   EXPECT_FALSE(notes[0].acquired);
+  EXPECT_EQ(notes[0].why, baton::release_reason::lost);  // that ownership ended on the backend
   EXPECT_TRUE(notes[1].acquired);
   EXPECT_EQ(notes[1].state.after.fence, 5u);
   EXPECT_EQ(m.fence(), 5u);
@@ -231,4 +236,16 @@ TEST(mutex_state, acquired_released_changed) {
   me_new_fence.fence = 6;
   EXPECT_TRUE((baton::mutex_state{me, me_new_fence, "me"}.acquired()));
   EXPECT_TRUE((baton::mutex_state{me, me_new_fence, "me"}.released()));
+}
+
+TEST(lease_machine, stop_while_owner_is_a_release_on_purpose) {
+  fake_clock clock;
+  auto m = make_machine();
+  m.on_send(clock.now);
+  m.on_reply(clock.now, grant("me", 3, 0));
+  auto notes = m.on_stop();
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_FALSE(notes[0].acquired);
+  EXPECT_EQ(notes[0].why, baton::release_reason::released);
+  EXPECT_FALSE(m.leader());
 }

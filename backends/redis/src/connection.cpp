@@ -10,6 +10,7 @@
 #include "baton/mutex/backend_descriptor.hpp"
 #include "baton/mutex/detail/log.hpp"
 #include "baton/mutex/errc.hpp"
+#include "baton/mutex/metrics.hpp"
 #include "baton/mutex/stats.hpp"
 
 namespace baton::backends::redis::detail {
@@ -23,6 +24,11 @@ std::string ms(std::chrono::milliseconds d) { return std::to_string(d.count()) +
 
 bool is_config_error(std::error_code ec) {
   return ec == errc::auth_failed || ec == errc::invalid_argument;
+}
+
+// A command sent at `sent` was answered, failed or timed out at `now`.
+void record_latency(steady::time_point sent, steady::time_point now) noexcept {
+  baton::detail::record_backend_request("redis", now - sent);
 }
 
 }  // namespace
@@ -141,7 +147,6 @@ void connection::handshake() {
 
   auto left = std::make_shared<std::size_t>(steps.size());
   auto setup_replies = std::make_shared<std::vector<reply>>(setup_.size());
-  const auto deadline = steady::now() + options_.connect_timeout;
   const auto epoch = epoch_;
   for (auto& s : steps) {
     std::string what = s.args.front() == "AUTH" ? "AUTH" : s.args.front() + " " + s.args[1];
@@ -165,7 +170,7 @@ void connection::handshake() {
         became_ready();
       }
     };
-    send(std::move(s.args), std::move(handler), deadline);
+    send(std::move(s.args), std::move(handler), options_.connect_timeout);
   }
 }
 
@@ -186,7 +191,7 @@ void connection::became_ready() {
       w.handler(last_error_ ? last_error_ : make_error_code(errc::connection_lost), {});
       continue;
     }
-    send(std::move(w.args), std::move(w.handler), steady::now() + options_.command_timeout);
+    send(std::move(w.args), std::move(w.handler), options_.command_timeout);
   }
   if (state_ == state::ready && on_ready_) on_ready_();
 }
@@ -194,7 +199,7 @@ void connection::became_ready() {
 void connection::exec(std::vector<std::string> args, reply_handler handler) {
   switch (state_) {
     case state::ready:
-      send(std::move(args), std::move(handler), steady::now() + options_.command_timeout);
+      send(std::move(args), std::move(handler), options_.command_timeout);
       return;
     case state::idle:
     case state::connecting:
@@ -236,15 +241,16 @@ bool connection::send_raw(const std::vector<std::string>& args,
 }
 
 void connection::send(std::vector<std::string> args, reply_handler handler,
-                      steady::time_point deadline) {
+                      std::chrono::milliseconds timeout) {
   const auto id = next_id_++;
+  const auto sent = steady::now();
   if (!send_raw(args, &connection::on_reply,
                 reinterpret_cast<void*>(static_cast<std::uintptr_t>(id)))) {
     // The context refused the command (it is disconnecting): the connection is going away.
     handler(make_error_code(errc::connection_lost), {});
     return;
   }
-  pending_.emplace(id, pending{std::move(handler), deadline, args.front()});
+  pending_.emplace(id, pending{std::move(handler), sent + timeout, args.front(), sent});
   arm_timeouts();
 }
 
@@ -291,6 +297,7 @@ void connection::reply_arrived(std::uint64_t id, const void* r) {
   if (r == nullptr && state_ == state::ready) state_ = state::closing;
   auto it = pending_.find(id);
   if (it == pending_.end()) return;  // timed out already
+  record_latency(it->second.sent, steady::now());
   auto handler = std::move(it->second.handler);
   pending_.erase(it);
   if (r == nullptr) {
@@ -320,6 +327,7 @@ void connection::check_timeouts() {
   std::vector<pending> expired;
   for (auto it = pending_.begin(); it != pending_.end();) {
     if (it->second.deadline <= now) {
+      record_latency(it->second.sent, now);
       expired.push_back(std::move(it->second));
       it = pending_.erase(it);
     } else {
@@ -396,6 +404,10 @@ void connection::fail_all(std::error_code ec) {
   pending_.clear();
   auto queued = std::move(waiting_);
   waiting_.clear();
+  if (!pending.empty()) {
+    const auto now = steady::now();
+    for (auto& [id, p] : pending) record_latency(p.sent, now);
+  }
   for (auto& [id, p] : pending) p.handler(ec, {});
   for (auto& w : queued) w.handler(ec, {});
 }

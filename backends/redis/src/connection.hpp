@@ -80,7 +80,8 @@ class connection : public std::enable_shared_from_this<connection> {
   struct pending {
     reply_handler handler;
     std::chrono::steady_clock::time_point deadline;
-    std::string command;  // first argument, for logs
+    std::string command;                         // first argument, for logs
+    std::chrono::steady_clock::time_point sent;  // for the latency metric
   };
   struct waiting {
     std::vector<std::string> args;
@@ -96,8 +97,9 @@ class connection : public std::enable_shared_from_this<connection> {
   void handshake();
   void handshake_failed(std::error_code ec, const std::string& why);
   void became_ready();
+  /// Sends a command that fails with errc::timeout unless answered within `timeout`.
   void send(std::vector<std::string> args, reply_handler handler,
-            std::chrono::steady_clock::time_point deadline);
+            std::chrono::milliseconds timeout);
   bool send_raw(const std::vector<std::string>& args,
                 void (*callback)(redisAsyncContext*, void*, void*), void* privdata);
   void reply_arrived(std::uint64_t id, const void* r);

@@ -42,6 +42,7 @@
 
 #include "baton/mutex/detail/log.hpp"
 #include "baton/mutex/errc.hpp"
+#include "baton/mutex/metrics.hpp"
 #include "baton_redis_scripts.hpp"
 #include "connection.hpp"
 
@@ -498,20 +499,28 @@ class store_core : public std::enable_shared_from_this<store_core> {
                    });
   }
 
-  // An error of the request (connection, timeout) or of the reply (a Redis error reply).
+  // An error of the request (connection, timeout) or of the reply (a Redis error reply). Every
+  // request passes here once: failed ones are counted (metrics.hpp), except NOT_OWNER, which is
+  // an answer (the lease moved on), not a failure.
   std::error_code check(const char* op, const std::string& name, std::error_code ec,
                         const reply& r) {
-    if (ec) return ec;
+    if (ec) {
+      baton::detail::record_backend_error("redis", ec);
+      return ec;
+    }
     if (!r.is_error()) return {};
     auto translated = translate({0, r.str});
-    if (translated != errc::not_owner)
+    if (translated != errc::not_owner) {
+      baton::detail::record_backend_error("redis", translated);
       baton::detail::log().warn("redis {}: {} of mutex '{}' failed: {}", settings_.server.display,
                                 op, name, r.str);
+    }
     return translated;
   }
 
   std::error_code unexpected(const char* op, const std::string& name, const reply& r,
                              const char* expected) {
+    baton::detail::record_backend_error("redis", make_error_code(errc::bad_reply));
     baton::detail::log().error("redis {}: unexpected reply to {} of mutex '{}': {} (expected {})",
                                settings_.server.display, op, name, r.describe(), expected);
     return make_error_code(errc::bad_reply);

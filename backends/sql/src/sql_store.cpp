@@ -7,6 +7,7 @@
 
 #include "baton/mutex/detail/log.hpp"
 #include "baton/mutex/errc.hpp"
+#include "baton/mutex/metrics.hpp"
 #include "baton/mutex/stats.hpp"
 #include "config.hpp"
 #include "connection.hpp"
@@ -515,23 +516,33 @@ std::error_code sql_store::run(const char* operation, const std::string& name, m
   const auto started = steady::now();
   std::error_code ec;
   auto conn = checkout(operation, name, ec, reused);
-  if (!conn) return ec;
+  if (!conn) {
+    // Not sent (no connection): a failed request all the same.
+    baton::detail::record_backend_error(label_, ec);
+    return ec;
+  }
 
   // Bound the whole request: a server that stops answering (frozen, cut off) would otherwise
   // block this thread for as long as TCP keeps the connection.
   std::exception_ptr error;
+  steady::time_point replied;
   {
     watchdog_scope watch(runtime_.io(), conn->guard(), limit);
     baton::detail::count_backend_requests();
+    const auto sent = steady::now();
     try {
       ec = body(*conn);
     } catch (...) {
       error = std::current_exception();
     }
+    // Answered or failed: the latency of the request either way (a body's not_owner or
+    // conflict is an answer, not a failure).
+    replied = steady::now();
+    baton::detail::record_backend_request(label_, replied - sent);
   }
   if (!error) {
     checkin(std::move(conn), false, false);
-    const auto took = std::chrono::duration_cast<milliseconds>(steady::now() - started);
+    const auto took = std::chrono::duration_cast<milliseconds>(replied - started);
     baton::detail::log().trace("{}: {} '{}' done in {} ms: {}", label_, operation, name,
                                took.count(), ec ? ec.message() : "ok");
     if (took > options_.statement_timeout / 2)
@@ -540,6 +551,7 @@ std::error_code sql_store::run(const char* operation, const std::string& name, m
     return ec;
   }
   const auto failure = translate_error(options_.kind, error, conn->guard()->fired(), secrets_);
+  baton::detail::record_backend_error(label_, failure.code);
   baton::detail::log().warn("{}: {} '{}' failed ({}): {}", label_, operation, name,
                             failure.code.message(), failure.message);
   // Any error may mean a lost session: never reuse this connection. A lost connection or a

@@ -21,8 +21,8 @@ class zk_contend_service final : public contend_service {
  public:
   zk_contend_service(std::shared_ptr<session> s, std::string name, std::string id,
                      std::shared_ptr<mutex_contender> contender, contend_options options)
-      : contend_service(s->rt().io(), std::move(name), std::move(id), std::move(contender),
-                        options),
+      : contend_service(s->rt().io(), std::move(name), std::move(id), std::move(contender), options,
+                        "zookeeper"),
         session_(std::move(s)),
         dir_(session_->config().mutex_dir(mutex_name())),
         lease_timer_(get_executor()),
@@ -349,24 +349,26 @@ class zk_contend_service final : public contend_service {
         "mutex '{}': no answer from ZooKeeper within the session timeout ({} ms): local lease "
         "ran out, stepping down",
         mutex_name(), session_timeout().count());
-    step_down();
+    step_down(release_reason::step_down);
     verified_ = false;
     need_list_ = true;
     advance();
   }
 
-  void step_down() {
+  // `why`: lost when ZooKeeper ended the ownership (node gone, session expired), step_down when
+  // it is our own decision (local lease ran out, connection dropped).
+  void step_down(release_reason why) {
     if (!leader()) return;
     ++lease_seq_;
     lease_timer_.cancel();
-    notify_released(mutex_state{mine_, mutex_owner{}, contender_id()});
+    notify_released(mutex_state{mine_, mutex_owner{}, contender_id()}, why);
     observed_ = mutex_owner{};
   }
 
   void node_lost(const char* why, bool delete_it) {
     baton::detail::log().info("mutex '{}': lock node {} {}; joining again", mutex_name(), node_,
                               why);
-    step_down();
+    step_down(release_reason::lost);
     if (delete_it) session_->delete_abandoned(dir_, guid_);
     node_.clear();
     guid_ = make_guid();
@@ -419,7 +421,7 @@ class zk_contend_service final : public contend_service {
         if (leader())
           baton::detail::log().warn("mutex '{}': connection to ZooKeeper lost, stepping down",
                                     mutex_name());
-        step_down();
+        step_down(release_reason::step_down);
         verified_ = false;
         if (running_) notify_error(make_error_code(errc::connection_lost));
         if (stopping_) cleanup();
@@ -430,7 +432,7 @@ class zk_contend_service final : public contend_service {
         if (leader())
           baton::detail::log().warn("mutex '{}': ZooKeeper session ended, stepping down",
                                     mutex_name());
-        step_down();
+        step_down(release_reason::lost);
         leave_session();
         if (running_) notify_error(make_error_code(errc::session_expired));
         if (stopping_) cleanup();

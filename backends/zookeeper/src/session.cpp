@@ -10,6 +10,7 @@
 
 #include "baton/mutex/detail/log.hpp"
 #include "baton/mutex/errc.hpp"
+#include "baton/mutex/metrics.hpp"
 #include "baton/mutex/stats.hpp"
 
 namespace baton::backends::zookeeper::detail {
@@ -88,8 +89,19 @@ struct op_ctx {
   char created[1024] = {};  // check_and_create: the created path
 };
 
+constexpr std::string_view metrics_type = "zookeeper";
+
+// A request failed when the server did not answer it (connection, timeout, session gone,
+// throttled) or refused it for authorization. Other answers (no node, bad version, node exists)
+// are results the caller acts on, not failures.
+bool failed_request(int rc) noexcept {
+  return !server_answered(rc) || rc == ZNOAUTH || rc == ZINVALIDACL;
+}
+
 void finish(const void* data, op_result result) {
   std::unique_ptr<op_ctx> ctx(static_cast<op_ctx*>(const_cast<void*>(data)));
+  baton::detail::record_backend_request(metrics_type,
+                                        std::chrono::nanoseconds{now_ns() - ctx->sent});
   auto& h = *ctx->handle;
   if (server_answered(result.rc)) {
     auto last = h.last_answer.load();
@@ -107,6 +119,8 @@ void finish(const void* data, op_result result) {
       result.rc = ZCONNECTIONLOSS;
     }
   }
+  if (result.rc != ZOK && failed_request(result.rc))
+    baton::detail::record_backend_error(metrics_type, translate(result.rc));
   try {
     ctx->handler(std::move(result));
   } catch (const std::exception& e) {
@@ -654,6 +668,8 @@ void session::submit(std::uint64_t gen, op_handler handler, Call call) {
       }
     }
   }
+  // Not sent (no handle, or the client refused it): a failed request all the same.
+  baton::detail::record_backend_error(metrics_type, translate(rc));
   op_result r;
   r.rc = rc;
   auto handle = std::move(ctx->handler);

@@ -29,6 +29,14 @@ namespace baton {
 /// Lifecycle status of a contend service: INITIAL -> STARTING -> RUNNING -> STOPPING -> INITIAL.
 enum class service_status { initial, starting, running, stopping };
 
+/// Why an owner stopped being owner (counted as lease events in metrics.hpp).
+enum class release_reason {
+  released,   ///< given up on purpose: stop(), unlock
+  lost,       ///< the backend said so: another owner, no record, the session expired
+  step_down,  ///< a local decision: the local lease ran out before a renewal succeeded (or,
+              ///< ZooKeeper, the connection dropped)
+};
+
 /// Contends for one mutex on behalf of one contender. The base class owns the lifecycle and the
 /// notification rules (serialized on the strand, on_acquired/on_released alternate, completions of
 /// an earlier start are ignored); each backend fills in start_contend() and stop_contend().
@@ -59,6 +67,8 @@ class contend_service : public std::enable_shared_from_this<contend_service> {
   const std::string& contender_id() const noexcept { return id_; }
   const contend_options& options() const noexcept { return options_; }
   executor_type get_executor() const noexcept { return strand_; }
+  /// The backend type its lease events are counted under (metrics.hpp): "sqlite", "redis", ...
+  const std::string& backend_type() const noexcept { return backend_type_; }
 
   /// Owner now: holds the lease and its local deadline has not passed.
   bool is_owner() const noexcept;
@@ -75,8 +85,10 @@ class contend_service : public std::enable_shared_from_this<contend_service> {
   virtual void async_write_state(std::string bytes, done_handler handler) = 0;
 
  protected:
+  /// `backend_type` labels the lease events of this service (backend_metrics_snapshot()).
   contend_service(boost::asio::io_context& io, std::string name, std::string contender_id,
-                  std::shared_ptr<mutex_contender> contender, contend_options options);
+                  std::shared_ptr<mutex_contender> contender, contend_options options,
+                  std::string backend_type = "other");
 
   /// On the strand, after start(): begin contending for `generation`.
   virtual void start_contend(std::uint64_t generation) = 0;
@@ -90,11 +102,14 @@ class contend_service : public std::enable_shared_from_this<contend_service> {
   std::uint64_t generation() const noexcept { return generation_; }
 
   /// On the strand: tell the contender it owns the mutex until `deadline` (ignored if already).
+  /// Counts lease_event::acquired.
   void notify_acquired(const mutex_state& state, steady_time deadline);
-  /// On the strand: extend the local lease of the current ownership.
+  /// On the strand: extend the local lease of the current ownership after a renewal succeeded
+  /// (ignored if not owner). Counts lease_event::renewed: call it for renewals only.
   void extend_lease(steady_time deadline);
-  /// On the strand: tell the contender it lost the mutex (ignored if not owner).
-  void notify_released(const mutex_state& state);
+  /// On the strand: tell the contender it lost the mutex (ignored if not owner). Counts the
+  /// lease event `why` stands for (released, lost or step_down).
+  void notify_released(const mutex_state& state, release_reason why);
   /// On the strand: the owner as reported by the backend.
   void notify_observed(const mutex_owner& owner);
   /// On the strand: a backend request failed (the contender may count or log it).
@@ -108,6 +123,7 @@ class contend_service : public std::enable_shared_from_this<contend_service> {
   std::string id_;
   std::weak_ptr<mutex_contender> contender_;
   contend_options options_;
+  std::string backend_type_;
   std::atomic<service_status> status_{service_status::initial};
   std::uint64_t generation_ = 0;  // strand only
   bool leader_ = false;           // strand only

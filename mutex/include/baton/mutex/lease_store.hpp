@@ -65,10 +65,11 @@ class lease_store {
 };
 
 /// The generic contend service over a lease_store: renews from ttl_at, retries every
-/// retry_period, keeps the local lease, polls or waits for wake-ups.
+/// retry_period, keeps the local lease, polls or waits for wake-ups. Its lease events are counted
+/// under `backend_type` (the backend's type(); "other" when not given).
 std::shared_ptr<contend_service> make_lease_contend_service(
     boost::asio::io_context& io, std::shared_ptr<lease_store> store, std::string name,
     std::string contender_id, std::shared_ptr<mutex_contender> contender, contend_options options,
-    random_source random = default_random_source());
+    random_source random = default_random_source(), std::string backend_type = "other");
 
 }  // namespace baton

@@ -47,9 +47,10 @@ class histogram {
 /// What happened to a lease, counted per backend type.
 enum class lease_event {
   acquired,   ///< this process became owner (a handover to this node; the fence changed)
-  renewed,    ///< a renewal succeeded
+  renewed,    ///< a renewal succeeded (ZooKeeper: an answered heartbeat extended the lease)
   lost,       ///< the backend said this process is no longer owner (taken, expired, session gone)
-  step_down,  ///< the local lease deadline passed before a renewal succeeded (stepped down)
+  step_down,  ///< the local lease deadline passed before a renewal succeeded (stepped down;
+              ///< ZooKeeper also when the connection drops)
   released,   ///< given up on purpose (stop, unlock)
 };
 inline constexpr std::size_t lease_event_count = 5;
@@ -57,11 +58,15 @@ std::string_view to_string(lease_event e) noexcept;
 
 /// One backend type's counters as read at one moment.
 struct backend_metrics {
-  std::string type;            ///< "sqlite", "postgresql", "mysql", "redis", "zookeeper", "memory"
-  std::uint64_t requests = 0;  ///< requests sent (as backend_requests_sent() counts them)
+  std::string type;  ///< "sqlite", "postgresql", "mysql", "redis", "zookeeper", "memory"
+  /// Requests sent (as backend_requests_sent() counts them), counted when answered or failed;
+  /// Redis pub/sub (UN)SUBSCRIBE are not included.
+  std::uint64_t requests = 0;
   histogram_snapshot request_latency;  ///< send to reply, seconds
   /// Failed requests by kind: errc names ("connection_lost", "timeout", "session_expired",
-  /// "not_owner", "backend_error", ...); only kinds seen so far, in errc order.
+  /// "backend_error", ...); only kinds seen so far, in errc order. Failed: no answer (connection,
+  /// timeout, session gone; also a request that could not be sent), an error reply or an
+  /// unreadable one. An answer such as "not owner" or a lost compare-and-set is not a failure.
   std::vector<std::pair<std::string, std::uint64_t>> errors;
   std::array<std::uint64_t, lease_event_count> lease_events{};  ///< indexed by lease_event
 };

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "baton/mutex/contend_period.hpp"
+#include "baton/mutex/contend_service.hpp"
 #include "baton/mutex/lease_store.hpp"
 #include "baton/mutex/options.hpp"
 #include "baton/mutex/owner.hpp"
@@ -22,6 +23,7 @@ class lease_machine {
   struct notification {
     bool acquired = false;  ///< else released
     mutex_state state;
+    release_reason why = release_reason::released;  ///< when released: why
   };
 
   lease_machine(std::string self, contend_options options, random_source random);
@@ -53,7 +55,7 @@ class lease_machine {
   unsigned consecutive_errors() const noexcept { return errors_; }
 
  private:
-  notification step_down(mutex_owner after);
+  notification step_down(mutex_owner after, release_reason why);
 
   std::string self_;
   contend_options options_;
