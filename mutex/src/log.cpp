@@ -183,8 +183,9 @@ spdlog::logger& log() {
   return *logger;
 }
 
-log_scope::log_scope(const log_fields& fields) noexcept : previous_(current_fields) {
-  current_fields = &fields;
+log_scope::log_scope(const log_fields& fields) noexcept
+    : fields_(fields), previous_(current_fields) {
+  current_fields = &fields_;
 }
 
 log_scope::~log_scope() { current_fields = previous_; }

@@ -28,6 +28,7 @@ struct log_fields {
 };
 
 /// While alive, log calls on this thread carry `fields` (the sink runs on the calling thread).
+/// Keeps a copy of the fields (their strings must outlive the scope); scopes nest.
 class log_scope {
  public:
   explicit log_scope(const log_fields& fields) noexcept;
@@ -36,6 +37,7 @@ class log_scope {
   log_scope& operator=(const log_scope&) = delete;
 
  private:
+  log_fields fields_;
   const log_fields* previous_;
 };
 
