@@ -183,6 +183,8 @@ class schedule_runner : public mutex_contender,
 
   void released() {
     if (!leader_) return;
+    // The line carries the fence that was lost.
+    logf("lease.lost").info("'{}' is no longer leader", contender_id_);
     ++term_;
     leader_ = false;
     ready_ = false;
@@ -192,7 +194,6 @@ class schedule_runner : public mutex_contender,
     manual_pending_.reset();
     drop_retry("leadership was lost");
     set_next_fire(std::nullopt);
-    logf("lease.lost").info("'{}' is no longer leader", contender_id_);
     request_stop(stop_cause::lost_lease, "leadership was lost");
   }
 
