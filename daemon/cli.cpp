@@ -22,7 +22,7 @@ const option_doc opt_log_level{
     "--log-level", "--log-level LEVEL",
     "trace, debug, info, warn (or warning) or error (overrides the config's)"};
 const option_doc opt_log_format{
-    "--log-format", "--log-format FORMAT",
+    "--log-format", "--log-format FMT",
     "text or json: one JSON object per log line (overrides the config's log_format)"};
 const option_doc opt_json{"--json", "--json",
                           "one JSON document on stdout (\"schema\": 1; see daemon/README.md)"};
