@@ -19,8 +19,12 @@ struct option_doc {
 
 const option_doc opt_config{"--config", "--config FILE",
                             "the JSON config (relative paths in it resolve against its directory)"};
-const option_doc opt_log_level{"--log-level", "--log-level LEVEL",
-                               "trace, debug, info, warn or error (overrides the config's)"};
+const option_doc opt_log_level{
+    "--log-level", "--log-level LEVEL",
+    "trace, debug, info, warn (or warning) or error (overrides the config's)"};
+const option_doc opt_log_format{
+    "--log-format", "--log-format FMT",
+    "text or json: one JSON object per log line (overrides the config's log_format)"};
 const option_doc opt_http_listen{
     "--http-listen", "--http-listen ADDR",
     "serve /metrics, /healthz and /readyz over HTTP on ADDR: 127.0.0.1:9464,\n"
@@ -45,20 +49,20 @@ const std::vector<command_doc>& command_docs() {
        "contend for every schedule and fire the ones this node leads",
        "SIGTERM/SIGINT: stop firing, stop jobs, release, exit 0; SIGHUP: reload the config\n"
        "(unchanged schedules keep their leases). Runs until stopped.",
-       {opt_config, opt_log_level, opt_http_listen}},
+       {opt_config, opt_log_level, opt_log_format, opt_http_listen}},
       {"validate",
        "validate --config FILE [--json]",
        "check the config; print each schedule and its next fire times",
        "Does not contact the backend. Warns (stderr, exit status 0) about programs not found on\n"
        "this host and cron expressions that can never fire.",
-       {opt_config, opt_json, opt_log_level}},
+       {opt_config, opt_json, opt_log_level, opt_log_format}},
       {"status",
        "status --config FILE [--json]",
        "per schedule: leader, fence, lease, waiting nodes, paused, next fire, last outcome",
        "Reads the backend only (creates and changes nothing there); times are the backend's\n"
        "clock for the lease, the nodes' wall clocks for runs. Consecutive failures count the\n"
        "runs since the last success in the history.",
-       {opt_config, opt_json, opt_log_level}},
+       {opt_config, opt_json, opt_log_level, opt_log_format}},
       {"history",
        "history NAME --config FILE [--limit N] [--json]",
        "the recorded runs of schedule NAME, newest first",
@@ -68,24 +72,28 @@ const std::vector<command_doc>& command_docs() {
        {opt_config,
         {"--limit", "--limit N", "show at most N records (1-10000, default 20)"},
         opt_json,
-        opt_log_level}},
+        opt_log_level,
+        opt_log_format}},
       {"pause",
        "pause NAME --config FILE [--reason TEXT]",
        "pause schedule NAME on every node: it keeps its leader but does not fire",
        "Fires while paused are recorded as skipped_paused. Persisted in the backend: survives\n"
        "restarts and leader changes. Allowed (with a warning) when no node leads NAME now.",
-       {opt_config, {"--reason", "--reason TEXT", "why (shown by status)"}, opt_log_level}},
+       {opt_config,
+        {"--reason", "--reason TEXT", "why (shown by status)"},
+        opt_log_level,
+        opt_log_format}},
       {"resume",
        "resume NAME --config FILE",
        "resume a paused schedule (its misfire policy decides about the fires it missed)",
        "",
-       {opt_config, opt_log_level}},
+       {opt_config, opt_log_level, opt_log_format}},
       {"trigger",
        "trigger NAME --config FILE",
        "run schedule NAME once now, on its leader (no leader: on whoever leads next)",
        "Recorded as trigger \"manual\"; runs exactly once per request, even across a leader\n"
        "change; does not shift the schedule's cadence.",
-       {opt_config, opt_log_level}},
+       {opt_config, opt_log_level, opt_log_format}},
       {"calendar",
        "calendar [--time-zone TZ] [--from TIME] [--count N] [--json] [--] EXPR",
        "the next fire times of a cron expression",
@@ -96,7 +104,8 @@ const std::vector<command_doc>& command_docs() {
         {"--from", "--from TIME", "start after this RFC 3339 time (default now)"},
         {"--count", "--count N", "how many fire times (1-100000, default 10)"},
         opt_json,
-        opt_log_level}},
+        opt_log_level,
+        opt_log_format}},
       {"help", "help [CMD]", "this text, or what CMD does and its options", "", {}},
   };
   return docs;
@@ -114,7 +123,7 @@ std::string command_names() {
   return out;
 }
 
-const std::vector<std::string> levels{"trace", "debug", "info", "warn", "error"};
+const std::vector<std::string> levels{"trace", "debug", "info", "warn", "warning", "error"};
 
 }  // namespace
 
@@ -237,8 +246,13 @@ command_line parse_command_line(const std::vector<std::string>& args) {
       auto level = value_of(i, name);
       if (std::find(levels.begin(), levels.end(), level) == levels.end())
         throw usage_error("--log-level: unknown level '" + level +
-                          "' (trace, debug, info, warn, error)");
-      cl.log_level = level;
+                          "' (trace, debug, info, warn or warning, error)");
+      cl.log_level = level == "warning" ? "warn" : level;
+    } else if (name == "--log-format") {
+      auto format = value_of(i, name);
+      if (format != "text" && format != "json")
+        throw usage_error("--log-format: unknown format '" + format + "' (text, json)");
+      cl.log_format = format;
     } else if (name == "--http-listen") {
       auto address = value_of(i, name);
       try {

@@ -32,12 +32,13 @@ struct command_line {
   std::string schedule;    ///< pause, resume, trigger, history NAME
   std::string reason;      ///< pause --reason
   std::size_t limit = 20;  ///< history --limit
-  std::optional<std::string> log_level;  ///< --log-level, overrides the config's log_level
-  std::string config;                    ///< --config FILE (run, validate, status)
-  std::string expression;                ///< calendar EXPR
-  std::string time_zone = "UTC";         ///< calendar --time-zone
-  std::optional<std::string> from;       ///< calendar --from (RFC 3339)
-  unsigned count = 10;                   ///< calendar --count
+  std::optional<std::string> log_level;   ///< --log-level, overrides the config's log_level
+  std::optional<std::string> log_format;  ///< --log-format text|json, overrides log_format
+  std::string config;                     ///< --config FILE (run, validate, status)
+  std::string expression;                 ///< calendar EXPR
+  std::string time_zone = "UTC";          ///< calendar --time-zone
+  std::optional<std::string> from;        ///< calendar --from (RFC 3339)
+  unsigned count = 10;                    ///< calendar --count
   /// run --http-listen ADDR (checked by config::parse_listen_address): overrides http.listen.
   std::optional<std::string> http_listen;
 };

@@ -61,7 +61,7 @@ std::shared_ptr<mutex_backend> open_backend(const command_line& cl, runtime& rt,
   failed = exit_usage;
   config = load_or_report(cl);
   if (!config || !schedule_named(*config, cl)) return nullptr;
-  configure_logging(cl.log_level.value_or("warn"));
+  configure_logging(cl.log_level.value_or("warn"), cl.log_format.value_or(config->log_format));
   failed = exit_ok;
   const std::string& command = cl.command;
   return make_configured_backend(

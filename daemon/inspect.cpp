@@ -121,7 +121,7 @@ nlohmann::json trigger_json(const trigger& when) {
 int validate(const command_line& cl) {
   auto config = load_or_report(cl);
   if (!config) return exit_usage;
-  configure_logging(cl.log_level.value_or("warn"));
+  configure_logging(cl.log_level.value_or("warn"), cl.log_format.value_or(config->log_format));
 
   // load_config() checked the schedules the way `run` does, against the lease defaults of the
   // configured backend (from its descriptor and parameters), without contacting it.
@@ -145,6 +145,9 @@ int validate(const command_line& cl) {
       << (config->schedules.size() == 1 ? " schedule" : " schedules") << "\n";
   out << "backend: " << describe_backend(config->backend)
       << " (not contacted; `baton status` does)\n";
+  out << "log: level " << config->log_level << ", format " << config->log_format
+      << " (run's stderr; --log-level and --log-format override them)\n";
+  doc["log"] = {{"level", config->log_level}, {"format", config->log_format}};
   if (const auto* d = find_backend(config->backend.type); d && !d->process_local.empty())
     warn("/backend/type", d->process_local);
   // http.listen (`run --http-listen` overrides it): /metrics, /healthz, /readyz.
@@ -327,7 +330,7 @@ std::string run_summary(const run_record& r, system_clock::time_point now) {
 int status(const command_line& cl) {
   auto config = load_or_report(cl);
   if (!config) return exit_usage;
-  configure_logging(cl.log_level.value_or("warn"));
+  configure_logging(cl.log_level.value_or("warn"), cl.log_format.value_or(config->log_format));
   runtime rt;
   int failed = exit_ok;
   // Read-only: looking creates and changes nothing (no database file, table, key or node).

@@ -3,8 +3,6 @@
 #include <date/date.h>
 #include <date/tz.h>
 #include <pwd.h>
-#include <spdlog/sinks/stdout_color_sinks.h>
-#include <spdlog/spdlog.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -12,17 +10,18 @@
 #include <iostream>
 
 #include "baton/backends/factory.hpp"
+#include "baton/mutex/detail/log.hpp"
+#include "baton/mutex/log.hpp"
 #include "baton/scheduler/cron.hpp"
 #include "cli.hpp"
 
 namespace baton::daemon {
 
-void configure_logging(const std::string& level) {
-  auto logger = spdlog::get("baton");
-  if (!logger) logger = spdlog::stderr_color_mt("baton");
-  logger->set_pattern("%Y-%m-%dT%H:%M:%S.%eZ %l %v", spdlog::pattern_time_type::utc);
-  logger->set_level(spdlog::level::from_str(level));
-  logger->flush_on(spdlog::level::trace);
+void configure_logging(const std::string& level, const std::string& format) {
+  log_level parsed = log_level::info;
+  if (!parse_log_level(level, parsed)) parsed = log_level::info;  // cli and config checked it
+  set_log_level(parsed);
+  detail::set_log_format(format == "json" ? detail::log_format::json : detail::log_format::text);
 }
 
 std::string utc(std::chrono::system_clock::time_point tp) { return format_rfc3339_utc(tp); }

@@ -13,8 +13,9 @@
 
 namespace baton::daemon {
 
-/// Sets up the "baton" spdlog logger on stderr: "2026-11-22T03:00:00.123Z info message" (UTC).
-void configure_logging(const std::string& level);
+/// Sets the level ("warning" = "warn") and the stderr format of baton's log: "text"
+/// ("2026-11-22T03:00:00.123Z info [schedule] message", UTC) or "json" (one object per line).
+void configure_logging(const std::string& level, const std::string& format = "text");
 
 /// "2026-11-22T03:00:00Z" (milliseconds when nonzero).
 std::string utc(std::chrono::system_clock::time_point tp);

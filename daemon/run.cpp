@@ -12,16 +12,16 @@
 #include <memory>
 #include <thread>
 
-#include <spdlog/spdlog.h>
-
 #include "baton/backends/factory.hpp"
 #include "baton/config/duration.hpp"
+#include "baton/mutex/detail/log.hpp"
 #include "baton/mutex/runtime.hpp"
 #include "baton/scheduler/scheduler.hpp"
 #include "commands.hpp"
 #include "http.hpp"
 #include "output.hpp"
 #include "stop_policy.hpp"
+#include "systemd_notify.hpp"
 
 namespace baton::daemon {
 
@@ -29,10 +29,7 @@ namespace {
 
 using std::chrono::milliseconds;
 
-spdlog::logger& log() {
-  static auto logger = spdlog::get("baton");
-  return *logger;
-}
+using detail::log;
 
 const char* signal_name(int sig) {
   switch (sig) {
@@ -65,13 +62,13 @@ void start_schedule(scheduler& sched, const config::daemon_config& config,
   sched.add(std::move(options));
   running[s.name] = {config::fingerprint(config, s, defaults), kill_grace};
   if (find_program(s.command.front()).empty())
-    log().warn("schedule '{}': program '{}' not found (or not executable); its runs will fail",
-               s.name, s.command.front());
-  log().info("schedule '{}': {}, lease ttl {} transition {} poll {}, stop_grace {}, kill_grace {}",
-             s.name, config::describe(s.when), config::format_duration(lease.ttl),
-             config::format_duration(lease.transition),
-             config::format_duration(lease.poll_interval), config::format_duration(stop_grace),
-             config::format_duration(kill_grace));
+    log({.schedule = s.name, .event = "schedule.program_missing"})
+        .warn("program '{}' not found (or not executable); its runs will fail", s.command.front());
+  log({.schedule = s.name, .event = "schedule.started"})
+      .info("{}, lease ttl {} transition {} poll {}, stop_grace {}, kill_grace {}",
+            config::describe(s.when), config::format_duration(lease.ttl),
+            config::format_duration(lease.transition), config::format_duration(lease.poll_interval),
+            config::format_duration(stop_grace), config::format_duration(kill_grace));
 }
 
 /// How long stopping may wait for jobs: the longest kill_grace, plus time to reap.
@@ -88,7 +85,7 @@ milliseconds stop_wait(const std::map<std::string, running_schedule>& running) {
 /// refused as a whole and the running one stays. True when applied.
 bool reload(const command_line& cl, config::daemon_config& current, scheduler& sched,
             std::map<std::string, running_schedule>& running) {
-  log().info("received SIGHUP: reloading {}", cl.config);
+  log({.event = "reload.requested"}).info("received SIGHUP: reloading {}", cl.config);
   std::vector<std::string> errors;
   std::size_t error_count = 0;
   std::optional<config::daemon_config> next;
@@ -100,16 +97,18 @@ bool reload(const command_line& cl, config::daemon_config& current, scheduler& s
   }
   if (next && (next->backend.type != current.backend.type ||
                next->backend.params != current.backend.params)) {
-    log().error(
-        "reload rejected: {}: /backend changed ({} -> {}); switching backends needs a restart "
-        "of the daemon; the running config stays",
-        cl.config, describe_backend(current.backend), describe_backend(next->backend));
+    log({.event = "reload.rejected"})
+        .error(
+            "reload rejected: {}: /backend changed ({} -> {}); switching backends needs a restart "
+            "of the daemon; the running config stays",
+            cl.config, describe_backend(current.backend), describe_backend(next->backend));
     return false;
   }
   if (!errors.empty()) {
-    for (const auto& e : errors) log().error("reload rejected: {}", e);
-    log().error("reload rejected: {} error{} in {}; the running config stays", error_count,
-                error_count == 1 ? "" : "s", cl.config);
+    for (const auto& e : errors) log({.event = "reload.rejected"}).error("reload rejected: {}", e);
+    log({.event = "reload.rejected"})
+        .error("reload rejected: {} error{} in {}; the running config stays", error_count,
+               error_count == 1 ? "" : "s", cl.config);
     return false;
   }
 
@@ -133,7 +132,8 @@ bool reload(const command_line& cl, config::daemon_config& current, scheduler& s
     sched.remove(name, r.kill_grace + std::chrono::seconds{1});
     if (w == wanted.end()) {
       ++removed;
-      log().info("reload: schedule '{}' removed: its job was stopped and its mutex released", name);
+      log({.schedule = name, .event = "schedule.removed"})
+          .info("reload: removed: its job was stopped and its mutex released");
     }
     it = running.erase(it);
   }
@@ -146,21 +146,34 @@ bool reload(const command_line& cl, config::daemon_config& current, scheduler& s
     start_schedule(sched, *next, s, defaults, running);
     if (existed) {
       ++changed;
-      log().info("reload: schedule '{}' changed: restarted with the new definition ({})", s.name,
-                 config::describe(s.when));
+      log({.schedule = s.name, .event = "schedule.changed"})
+          .info("reload: changed: restarted with the new definition ({})",
+                config::describe(s.when));
     } else {
       ++added;
-      log().info("reload: schedule '{}' added ({})", s.name, config::describe(s.when));
+      log({.schedule = s.name, .event = "schedule.added"})
+          .info("reload: added ({})", config::describe(s.when));
     }
   }
-  if (next->log_level != current.log_level && !cl.log_level) configure_logging(next->log_level);
+  if ((next->log_level != current.log_level && !cl.log_level) ||
+      (next->log_format != current.log_format && !cl.log_format))
+    configure_logging(cl.log_level.value_or(next->log_level),
+                      cl.log_format.value_or(next->log_format));
   if (next->http_listen != current.http_listen && !cl.http_listen)
-    log().warn("reload: {}: /http/listen changed: the HTTP listener moves only on a restart",
-               cl.config);
-  log().info("reload of {} applied: {} added, {} removed, {} changed, {} unchanged", cl.config,
-             added, removed, changed, unchanged);
+    log({.event = "reload.http_listen_unchanged"})
+        .warn("reload: {}: /http/listen changed: the HTTP listener moves only on a restart",
+              cl.config);
+  log({.event = "reload.applied"})
+      .info("reload of {} applied: {} added, {} removed, {} changed, {} unchanged", cl.config,
+            added, removed, changed, unchanged);
   current = std::move(*next);
   return true;
+}
+
+/// STATUS= for systemd: one short line.
+std::string ready_status(const config::daemon_config& config, const scheduler& sched) {
+  return std::to_string(config.schedules.size()) + " schedule(s), contender " +
+         sched.contender_id();
 }
 
 }  // namespace
@@ -183,9 +196,11 @@ int run(const command_line& cl) {
   // here, before the backend is built or contacted.
   auto config = load_or_report(cl);
   if (!config) return exit_usage;
-  configure_logging(cl.log_level.value_or(config->log_level));
-  log().info("baton {} starting: config {}, backend {}, {} schedule(s)", version(), config->source,
-             describe_backend(config->backend), config->schedules.size());
+  configure_logging(cl.log_level.value_or(config->log_level),
+                    cl.log_format.value_or(config->log_format));
+  log({.event = "daemon.starting"})
+      .info("baton {} starting: config {}, backend {}, {} schedule(s)", version(), config->source,
+            describe_backend(config->backend), config->schedules.size());
   if (const auto* d = find_backend(config->backend.type); d && !d->process_local.empty())
     log().warn("{}: /backend/type: SINGLE PROCESS ONLY: {}", config->source, d->process_local);
 
@@ -199,8 +214,9 @@ int run(const command_line& cl) {
     return exit_failure;
   }
   int failed = exit_ok;
-  auto backend = make_configured_backend(*config, rt, failed,
-                                         [](const std::string& why) { log().error("{}", why); });
+  auto backend = make_configured_backend(*config, rt, failed, [](const std::string& why) {
+    log({.event = "daemon.failed"}).error("{}", why);
+  });
   if (!backend) return failed;
   // The same defaults the config was checked against (the backend's descriptor computes both).
   const contend_options defaults = config->backend_defaults;
@@ -213,30 +229,39 @@ int run(const command_line& cl) {
   if (http)
     http->attach(*sched, backend, config->schedules.front().name,
                  [b = config->backend](const std::string& text) { return scrub_secrets(b, text); });
-  log().info("running as contender {} (jobs run under a per-run supervisor, a child subreaper)",
-             sched->contender_id());
+  log({.event = "daemon.started"})
+      .info("running as contender {} (jobs run under a per-run supervisor, a child subreaper)",
+            sched->contender_id());
+  // systemd (Type=notify): READY/RELOADING/STOPPING and the watchdog; a no-op without
+  // NOTIFY_SOCKET. Declared after `rt`, so its watchdog thread ends before the runtime.
+  systemd_notifier systemd(rt);
+  systemd.ready(ready_status(*config, *sched));
 
   int sig = 0;
   while (true) {
     if (sigwait(&signals, &sig) != 0) continue;
     if (sig != SIGHUP) break;
     bool applied = false;
+    systemd.reloading();
     try {
       applied = reload(cl, *config, *sched, running);
     } catch (const std::exception& e) {
-      log().error("reload failed: {}", e.what());
+      log({.event = "reload.failed"}).error("reload failed: {}", e.what());
     }
     if (http) http->count_reload(applied);
+    systemd.ready(ready_status(*config, *sched));  // also after a rejected reload
   }
   if (http) http->stopping();
+  systemd.stopping(std::string("stopping on ") + signal_name(sig));
   using clock = std::chrono::steady_clock;
   const clock::time_point since = clock::now();  // next_stop_step: stop_gracefully
   const milliseconds grace = stop_wait(running);
   const milliseconds stop_timeout = config->stop_timeout_for(defaults);
-  log().info(
-      "received {}: stopping; waiting up to {} for running jobs, then releasing every mutex "
-      "(stop_timeout {}; SIGTERM again is ignored, SIGINT again exits at once)",
-      signal_name(sig), config::format_duration(grace), config::format_duration(stop_timeout));
+  log({.event = "daemon.stopping"})
+      .info(
+          "received {}: stopping; waiting up to {} for running jobs, then releasing every mutex "
+          "(stop_timeout {}; SIGTERM again is ignored, SIGINT again exits at once)",
+          signal_name(sig), config::format_duration(grace), config::format_duration(stop_timeout));
 
   // The whole graceful stop runs on its own thread, so that the main thread keeps answering
   // signals and can give up at stop_timeout whatever the stop is waiting for.
@@ -292,7 +317,7 @@ int run(const command_line& cl) {
     }
   }
   stopper.join();
-  log().info("stopped");
+  log({.event = "daemon.stopped"}).info("stopped");
   return exit_ok;
 }
 

@@ -1,4 +1,5 @@
-// The config file format: backend, lease, kill_grace, stop_timeout, log_level, http, schedules.
+// The config file format: backend, lease, kill_grace, stop_timeout, log_level, log_format,
+// http, schedules.
 #include "baton/config/config.hpp"
 
 #include <arpa/inet.h>
@@ -673,10 +674,10 @@ daemon_config read_config(reader& r, std::string_view text, const std::string& s
                     detail::describe_type(root));
     r.throw_if_failed();
   }
-  r.allowed_keys(
-      root, "",
-      {"backend", "lease", "kill_grace", "stop_timeout", "log_level", "http", "inherit_env",
-       "log_output", "history", "history_output", "retries", "retry_backoff", "schedules"});
+  r.allowed_keys(root, "",
+                 {"backend", "lease", "kill_grace", "stop_timeout", "log_level", "log_format",
+                  "http", "inherit_env", "log_output", "history", "history_output", "retries",
+                  "retry_backoff", "schedules"});
   const auto errors_before_backend = r.error_count();
   const backend_descriptor* descriptor = nullptr;
   guarded(r, "/backend", [&] { config.backend = read_backend(r, root, base_dir, descriptor); });
@@ -702,8 +703,15 @@ daemon_config read_config(reader& r, std::string_view text, const std::string& s
   const bool lease_ok = r.error_count() == errors_before_lease;
   if (auto it = root.find("log_level"); it != root.end()) {
     guarded(r, "/log_level", [&] {
-      if (auto level = r.choice(*it, "/log_level", {"trace", "debug", "info", "warn", "error"}))
-        config.log_level = *level;
+      // "warning" is taken as "warn" (the name spdlog prints and many tools write).
+      if (auto level =
+              r.choice(*it, "/log_level", {"trace", "debug", "info", "warn", "warning", "error"}))
+        config.log_level = *level == "warning" ? "warn" : *level;
+    });
+  }
+  if (auto it = root.find("log_format"); it != root.end()) {
+    guarded(r, "/log_format", [&] {
+      if (auto format = r.choice(*it, "/log_format", {"text", "json"})) config.log_format = *format;
     });
   }
   if (auto it = root.find("http"); it != root.end())

@@ -66,7 +66,7 @@ class unique_fd {
 std::string errno_text(int e) { return std::strerror(e); }
 
 [[noreturn]] void fail(const std::string& schedule, const std::string& message) {
-  detail::log().error("[{}] {}", schedule, message);
+  detail::log({.schedule = schedule, .event = "job.error"}).error("{}", message);
   throw command_error(message);
 }
 
@@ -202,9 +202,9 @@ class tail_keeper {
 /// drained and the command never blocks on a full pipe.
 class line_logger {
  public:
-  line_logger(const std::string& schedule, const char* stream, spdlog::level::level_enum level,
-              std::uint64_t cap)
-      : schedule_(schedule), stream_(stream), level_(level), cap_(cap) {}
+  line_logger(const std::string& schedule, std::uint64_t fence, const char* stream,
+              spdlog::level::level_enum level, std::uint64_t cap)
+      : schedule_(schedule), fence_(fence), stream_(stream), level_(level), cap_(cap) {}
 
   /// Also feeds every byte to `tail` (which must outlive this logger).
   void keep_tail(tail_keeper* tail) { tail_ = tail; }
@@ -233,9 +233,9 @@ class line_logger {
     }
     if (capped_) {
       flush();
-      detail::log().warn(
-          "[{}] log_output ({}) reached on {}: the rest of this run's {} is not logged", schedule_,
-          show_size(cap_), stream_, stream_);
+      detail::log({.schedule = schedule_, .event = "job.output_capped", .fence = fence_})
+          .warn("log_output ({}) reached on {}: the rest of this run's {} is not logged",
+                show_size(cap_), stream_, stream_);
     }
   }
   void flush() {
@@ -245,16 +245,19 @@ class line_logger {
   /// At the end of the run: how much was dropped, if anything was.
   void summary() const {
     if (total_ == logged_) return;
-    detail::log().warn("[{}] {} of the run: {} bytes, {} logged, {} dropped (log_output {})",
-                       schedule_, stream_, total_, logged_, total_ - logged_, show_size(cap_));
+    detail::log({.schedule = schedule_, .event = "job.output_capped", .fence = fence_})
+        .warn("{} of the run: {} bytes, {} logged, {} dropped (log_output {})", stream_, total_,
+              logged_, total_ - logged_, show_size(cap_));
   }
 
  private:
   void emit(std::string_view line) {
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-    detail::log().log(level_, "[{}] {}: {}", schedule_, stream_, line);
+    detail::log({.schedule = schedule_, .event = "job.output", .fence = fence_})
+        .log(level_, "{}: {}", stream_, line);
   }
   const std::string& schedule_;
+  std::uint64_t fence_;
   const char* stream_;
   spdlog::level::level_enum level_;
   std::uint64_t cap_;
@@ -290,6 +293,10 @@ struct run_outcome {
 
 void run_command(const command_options& opts, const job_context& ctx) {
   const std::string& name = ctx.schedule;
+  // This run's lines carry its schedule, fence and an event key (daemon/README.md, "Logs").
+  auto jlog = [&](std::string_view event) {
+    return detail::log({.schedule = name, .event = event, .fence = ctx.fence});
+  };
   const auto identity = resolve_identity(opts.user, opts.group);
   const auto envs = child_environment(opts, ctx, identity);
   const auto resolved = resolve_program(opts.argv[0], envs);
@@ -356,8 +363,8 @@ void run_command(const command_options& opts, const job_context& ctx) {
   ::fcntl(out_r.get(), F_SETFL, O_NONBLOCK);
   ::fcntl(err_r.get(), F_SETFL, O_NONBLOCK);
   ::fcntl(report_r.get(), F_SETFL, O_NONBLOCK);
-  line_logger out_log(name, "stdout", spdlog::level::info, opts.log_output);
-  line_logger err_log(name, "stderr", spdlog::level::warn, opts.log_output);
+  line_logger out_log(name, ctx.fence, "stdout", spdlog::level::info, opts.log_output);
+  line_logger err_log(name, ctx.fence, "stderr", spdlog::level::warn, opts.log_output);
   tail_keeper err_tail(ctx.report ? ctx.report->output_tail_limit : 0);
   if (ctx.report) err_log.keep_tail(&err_tail);
 
@@ -370,8 +377,9 @@ void run_command(const command_options& opts, const job_context& ctx) {
     switch (r.kind) {
       case rep::started:
         command_pid = r.value;
-        detail::log().info("[{}] started '{}' as pid {} (supervisor pid {}, a subreaper)", name,
-                           program, command_pid, supervisor);
+        jlog("job.started")
+            .info("started '{}' as pid {} (supervisor pid {}, a subreaper)", program, command_pid,
+                  supervisor);
         break;
       case rep::setup_failed:
         outcome.setup_error =
@@ -388,23 +396,23 @@ void run_command(const command_options& opts, const job_context& ctx) {
         if (r.stage == rep::reason_leftovers) {
           outcome.leftovers = r.value;
           if (r.value > 0)
-            detail::log().warn(
-                "[{}] the command exited and left {} process(es) behind: sending them SIGTERM",
-                name, r.value);
+            jlog("job.leftovers")
+                .warn("the command exited and left {} process(es) behind: sending them SIGTERM",
+                      r.value);
         } else if (r.stage == rep::reason_signal) {
-          detail::log().warn("[{}] the supervisor was signalled: ending the run's processes", name);
+          jlog("job.terminating").warn("the supervisor was signalled: ending the run's processes");
         }
         break;
       case rep::killing:
-        detail::log().warn(
-            "[{}] still running {} ms after SIGTERM: sending SIGKILL to {} process(es) of the run",
-            name, opts.kill_grace.count(), r.value);
+        jlog("job.killing")
+            .warn("still running {} ms after SIGTERM: sending SIGKILL to {} process(es) of the run",
+                  opts.kill_grace.count(), r.value);
         break;
       case rep::done:
         outcome.done = true;
         if (outcome.leftovers > 0)
-          detail::log().warn("[{}] killed processes left behind by the command: {}", name,
-                             outcome.leftovers);
+          jlog("job.leftovers")
+              .warn("killed processes left behind by the command: {}", outcome.leftovers);
         break;
       default:
         break;
@@ -430,8 +438,9 @@ void run_command(const command_options& opts, const job_context& ctx) {
     if (!term_sent && (ctx.stop.stop_requested() || now >= ctx.deadline)) {
       // A stop that comes with the deadline passed is the timeout (the scheduler asks for it too).
       stop_reason = now >= ctx.deadline ? "timeout" : "stop requested";
-      detail::log().info("[{}] {}: sending SIGTERM to every process of the run (kill_grace {} ms)",
-                         name, stop_reason, opts.kill_grace.count());
+      jlog("job.terminating")
+          .info("{}: sending SIGTERM to every process of the run (kill_grace {} ms)", stop_reason,
+                opts.kill_grace.count());
       const char t = 'T';
       (void)!::write(control_w.get(), &t, 1);
       term_sent = now;
@@ -446,7 +455,7 @@ void run_command(const command_options& opts, const job_context& ctx) {
                      {report_r.get(), POLLIN, 0},
                      {wake_r.get(), POLLIN, 0}};
     if (::poll(fds, 4, timeout_ms) < 0 && errno != EINTR)
-      detail::log().warn("[{}] poll failed: {}", name, errno_text(errno));
+      jlog("job.error").warn("poll failed: {}", errno_text(errno));
     if (out_r && (fds[0].revents & (POLLIN | POLLHUP | POLLERR)) && !drain(out_r.get(), out_log))
       out_r.reset();
     if (err_r && (fds[1].revents & (POLLIN | POLLHUP | POLLERR)) && !drain(err_r.get(), err_log))
@@ -476,10 +485,10 @@ void run_command(const command_options& opts, const job_context& ctx) {
     // The supervisor died without seeing the tree gone (killed from outside): the command's
     // group is the best we still know.
     if (command_pid > 0) ::kill(-command_pid, SIGKILL);
-    detail::log().error(
-        "[{}] the run's supervisor (pid {}) ended unexpectedly ({})", name, supervisor,
-        WIFSIGNALED(supervisor_status) ? signal_name(WTERMSIG(supervisor_status))
-                                       : "status " + std::to_string(supervisor_status));
+    jlog("job.error")
+        .error("the run's supervisor (pid {}) ended unexpectedly ({})", supervisor,
+               WIFSIGNALED(supervisor_status) ? signal_name(WTERMSIG(supervisor_status))
+                                              : "status " + std::to_string(supervisor_status));
   }
   if (!outcome.setup_error.empty())
     fail(name, "cannot start '" + program + "': " + outcome.setup_error);
@@ -495,8 +504,9 @@ void run_command(const command_options& opts, const job_context& ctx) {
   if (WIFEXITED(status)) {
     const int code = WEXITSTATUS(status);
     if (code == 0) {
-      detail::log().info("[{}] exited with status 0{} after {:.3f} s", name,
-                         stop_reason ? std::string(" (") + stop_reason + ")" : std::string(), took);
+      jlog("job.exited")
+          .info("exited with status 0{} after {:.3f} s",
+                stop_reason ? std::string(" (") + stop_reason + ")" : std::string(), took);
       return;
     }
     result = "exited with status " + std::to_string(code);
@@ -509,7 +519,7 @@ void run_command(const command_options& opts, const job_context& ctx) {
   std::snprintf(took_text, sizeof took_text, "%.3f", took);
   if (stop_reason) result += std::string(" (") + stop_reason + ")";
   result += std::string(" after ") + took_text + " s";
-  detail::log().warn("[{}] {}", name, result);
+  jlog(WIFSIGNALED(status) ? "job.killed" : "job.exited").warn("{}", result);
   throw command_error("'" + opts.argv[0] + "' " + result);
 }
 

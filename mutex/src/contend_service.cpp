@@ -67,7 +67,8 @@ void contend_service::stop(std::function<void()> done) noexcept {
       self->stop_contend(self->generation_, std::move(finish));
     });
   } catch (const std::exception& e) {
-    detail::log().error("mutex '{}': stop failed: {}", name_, e.what());
+    detail::log({.schedule = name_, .event = "lease.stop_failed"})
+        .error("stop failed: {}", e.what());
   }
 }
 
@@ -123,14 +124,16 @@ void contend_service::notify_acquired(const mutex_state& state, steady_time dead
     deadline_ = deadline;
     observed_ = state.after;
   }
-  detail::log().debug("mutex '{}': '{}' acquired, fence {}", name_, id_, state.after.fence);
+  detail::log({.schedule = name_, .event = "mutex.acquired", .fence = state.after.fence})
+      .debug("mutex acquired by '{}', fence {}", id_, state.after.fence);
   if (auto c = contender_.lock()) {
     try {
       c->on_acquired(state);
     } catch (const std::exception& e) {
-      detail::log().error("mutex '{}': on_acquired threw: {}", name_, e.what());
+      detail::log({.schedule = name_, .event = "mutex.callback_threw"})
+          .error("on_acquired threw: {}", e.what());
     } catch (...) {
-      detail::log().error("mutex '{}': on_acquired threw", name_);
+      detail::log({.schedule = name_, .event = "mutex.callback_threw"}).error("on_acquired threw");
     }
   }
 }
@@ -165,14 +168,16 @@ void contend_service::notify_released(const mutex_state& state, release_reason w
     owner_ = false;
     fence_ = 0;
   }
-  detail::log().debug("mutex '{}': '{}' released, fence {}", name_, id_, state.before.fence);
+  detail::log({.schedule = name_, .event = "mutex.released", .fence = state.before.fence})
+      .debug("mutex released by '{}', fence {}", id_, state.before.fence);
   if (auto c = contender_.lock()) {
     try {
       c->on_released(state);
     } catch (const std::exception& e) {
-      detail::log().error("mutex '{}': on_released threw: {}", name_, e.what());
+      detail::log({.schedule = name_, .event = "mutex.callback_threw"})
+          .error("on_released threw: {}", e.what());
     } catch (...) {
-      detail::log().error("mutex '{}': on_released threw", name_);
+      detail::log({.schedule = name_, .event = "mutex.callback_threw"}).error("on_released threw");
     }
   }
 }
@@ -186,7 +191,7 @@ void contend_service::notify_observed(const mutex_owner& owner) {
     try {
       c->on_observed(owner);
     } catch (...) {
-      detail::log().error("mutex '{}': on_observed threw", name_);
+      detail::log({.schedule = name_, .event = "mutex.callback_threw"}).error("on_observed threw");
     }
   }
 }
@@ -196,7 +201,7 @@ void contend_service::notify_error(std::error_code ec) {
     try {
       c->on_error(ec);
     } catch (...) {
-      detail::log().error("mutex '{}': on_error threw", name_);
+      detail::log({.schedule = name_, .event = "mutex.callback_threw"}).error("on_error threw");
     }
   }
 }

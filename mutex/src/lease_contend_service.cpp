@@ -138,7 +138,8 @@ class lease_contend_service final : public contend_service {
     std::vector<detail::lease_machine::notification> notes;
     if (ec) {
       if (machine_.consecutive_errors() == 0 || machine_.leader())
-        detail::log().warn("mutex '{}': request failed: {}", mutex_name(), ec.message());
+        detail::log({.schedule = mutex_name(), .event = "lease.request_failed"})
+            .warn("lease request failed: {}", ec.message());
       notes = machine_.on_error(now);
     } else {
       // Wake-ups are asked for only once somebody else holds the mutex: an uncontended owner
@@ -185,22 +186,24 @@ class lease_contend_service final : public contend_service {
         if (ec || !self || !self->current(generation)) return;
         auto notes = self->machine_.on_tick(steady::now());
         if (notes.empty()) return;
-        detail::log().warn("mutex '{}': local lease ran out, stepping down", self->mutex_name());
+        detail::log({.schedule = self->mutex_name(), .event = "lease.expired"})
+            .warn("the local lease ran out: stepping down");
         self->deliver(notes);
       });
     }
   }
 
   void release(std::function<void()> done) {
-    store_->async_release(mutex_name(), contender_id(),
-                          [self = shared(), done = std::move(done)](std::error_code ec) {
-                            if (ec)
-                              detail::log().warn("mutex '{}': release failed: {}",
-                                                 self->mutex_name(), ec.message());
-                            boost::asio::defer(self->get_executor(), [done] {
-                              if (done) done();
-                            });
-                          });
+    store_->async_release(
+        mutex_name(), contender_id(),
+        [self = shared(), done = std::move(done)](std::error_code ec) {
+          if (ec)
+            detail::log({.schedule = self->mutex_name(), .event = "lease.release_failed"})
+                .warn("release failed: {}", ec.message());
+          boost::asio::defer(self->get_executor(), [done] {
+            if (done) done();
+          });
+        });
   }
 
   std::shared_ptr<lease_store> store_;

@@ -76,6 +76,10 @@ class schedule_runner : public mutex_contender,
   void attach(std::shared_ptr<contend_service> service) { service_ = std::move(service); }
   const std::shared_ptr<contend_service>& service() const { return service_; }
   const std::string& name() const { return options_.name; }
+  /// The logger with this schedule, its current fence and `event` as the line's fields.
+  detail::field_logger logf(std::string_view event) const {
+    return detail::log({.schedule = name(), .event = event, .fence = fence_});
+  }
 
   // mutex_contender: called on the service's strand; the work happens on ours.
   void on_acquired(const mutex_state& state) override {
@@ -180,6 +184,8 @@ class schedule_runner : public mutex_contender,
 
   void released() {
     if (!leader_) return;
+    // The line carries the fence that was lost.
+    logf("lease.lost").info("'{}' is no longer leader", contender_id_);
     ++term_;
     leader_ = false;
     ready_ = false;
@@ -189,7 +195,6 @@ class schedule_runner : public mutex_contender,
     manual_pending_.reset();
     drop_retry("leadership was lost");
     set_next_fire(std::nullopt);
-    detail::log().info("schedule '{}': '{}' is no longer leader", name(), contender_id_);
     request_stop(stop_cause::lost_lease, "leadership was lost");
   }
 
@@ -206,29 +211,27 @@ class schedule_runner : public mutex_contender,
     if (term != term_ || !leader_ || shutting_down_) return;
     if (ec) {
       update_status([](schedule_status& s) { ++s.state_errors; });
-      detail::log().warn("schedule '{}': reading the last fire failed: {}; retrying", name(),
-                         ec.message());
+      logf("state.read_failed").warn("reading the last fire failed: {}; retrying", ec.message());
       arm_after(lease_.retry_period, [self = shared_from_this(), term] { self->read_state(term); });
       return;
     }
     auto parsed = parse_state(bytes);
     if (!parsed) {
       update_status([](schedule_status& s) { ++s.state_errors; });
-      detail::log().warn("schedule '{}': unreadable recorded state '{}'; starting afresh", name(),
-                         bytes);
+      logf("state.unreadable").warn("unreadable recorded state '{}'; starting afresh", bytes);
     }
     state_ = parsed.value_or(schedule_state{});
     const auto& recorded = state_.fire;
     const auto now = clock_->now_system();
     plan_.start(recorded, now);
     if (recorded && recorded->last_fire > now)
-      detail::log().warn(
-          "schedule '{}': the recorded last fire {} is in the future of this host's clock", name(),
-          fmt_time(recorded->last_fire));
+      logf("state.future")
+          .warn("the recorded last fire {} is in the future of this host's clock",
+                fmt_time(recorded->last_fire));
     update_status([&](schedule_status& s) { s.last_fire = plan_.last_fire(); });
-    detail::log().info("schedule '{}': '{}' is leader with fence {}; last fire {}", name(),
-                       contender_id_, fence_,
-                       recorded ? fmt_time(recorded->last_fire) : std::string("none recorded"));
+    logf("lease.acquired")
+        .info("'{}' is leader with fence {}; last fire {}", contender_id_, fence_,
+              recorded ? fmt_time(recorded->last_fire) : std::string("none recorded"));
     watch_controls(term);
     read_controls(term);  // fires once the controls are known (or unreadable)
   }
@@ -268,10 +271,11 @@ class schedule_runner : public mutex_contender,
     if (ec) {
       update_status([](schedule_status& s) { ++s.controls_errors; });
       if (!controls_error_logged_)
-        detail::log().warn(
-            "schedule '{}': reading its controls failed: {}; not paused until "
-            "they can be read",
-            name(), ec.message());
+        logf("controls.read_failed")
+            .warn(
+                "reading its controls failed: {}; not paused until "
+                "they can be read",
+                ec.message());
       controls_error_logged_ = true;
     } else if (rec.version >= controls_version_) {
       controls_error_logged_ = false;
@@ -279,10 +283,11 @@ class schedule_runner : public mutex_contender,
         read = parse_schedule_controls(rec);
       } catch (const std::invalid_argument& e) {
         update_status([](schedule_status& s) { ++s.controls_errors; });
-        detail::log().error(
-            "schedule '{}': unreadable controls (version {}): {}; treated as not "
-            "paused",
-            name(), rec.version, e.what());
+        logf("controls.unreadable")
+            .error(
+                "unreadable controls (version {}): {}; treated as not "
+                "paused",
+                rec.version, e.what());
         read = controls_;
         read->paused = false;
         read->version = rec.version;
@@ -314,17 +319,17 @@ class schedule_runner : public mutex_contender,
     });
     if (!ready_) {
       if (c.paused)
-        detail::log().info("schedule '{}': paused{}{}; not firing", name(),
-                           c.reason.empty() ? "" : ": ", c.reason);
+        logf("schedule.paused")
+            .info("paused{}{}; not firing", c.reason.empty() ? "" : ": ", c.reason);
       return;
     }
     if (c.paused && !was_paused) {
-      detail::log().info("schedule '{}': paused{}{}; not firing until resumed", name(),
-                         c.reason.empty() ? "" : ": ", c.reason);
+      logf("schedule.paused")
+          .info("paused{}{}; not firing until resumed", c.reason.empty() ? "" : ": ", c.reason);
       drop_retry("the schedule was paused");
       evaluate();
     } else if (!c.paused && was_paused) {
-      detail::log().info("schedule '{}': resumed", name());
+      logf("schedule.resumed").info("resumed");
       // Restart the cadence from the last fire recorded: slots skipped while paused are missed
       // fires now, and the misfire policy decides (run_once: one catch-up run; skip: dropped).
       plan_.resume(state_.fire, clock_->now_system());
@@ -386,8 +391,9 @@ class schedule_runner : public mutex_contender,
     }
     const auto d = plan_.decide(now, busy, lease_left(), stop_grace_);
     if (d.dropped)
-      detail::log().info("schedule '{}': dropping the fires missed since {} (misfire policy skip)",
-                         name(), fmt_time(*d.missed_since));
+      logf("fire.missed")
+          .info("dropping the fires missed since {} (misfire policy skip)",
+                fmt_time(*d.missed_since));
     switch (d.what) {
       case decision::wait:
         set_next_fire(d.wake);
@@ -403,9 +409,9 @@ class schedule_runner : public mutex_contender,
         return;
       case decision::skip_overlap:
         update_status([](schedule_status& s) { ++s.skipped_overlap; });
-        detail::log().warn("schedule '{}': fire at {} skipped: the run fired at {} is still going",
-                           name(), fmt_time(d.slot),
-                           run_ ? fmt_time(run_->fire) : std::string("just now"));
+        logf("fire.skipped")
+            .warn("fire at {} skipped: the run fired at {} is still going", fmt_time(d.slot),
+                  run_ ? fmt_time(run_->fire) : std::string("just now"));
         append_history(skipped_record(d.slot, run_outcome::skipped_overlap), fence_);
         set_next_fire(d.wake);
         wait_until(d.wake);
@@ -433,8 +439,7 @@ class schedule_runner : public mutex_contender,
       // A catch_up slot was missed before this leadership began: an earlier leader recorded it
       // (or nobody led); only slots due while this node leads are recorded here.
       if (!d.catch_up) {
-        detail::log().info("schedule '{}': fire at {} skipped: the schedule is paused", name(),
-                           fmt_time(d.slot));
+        logf("fire.skipped").info("fire at {} skipped: the schedule is paused", fmt_time(d.slot));
         append_history(skipped_record(d.slot, run_outcome::skipped_paused), fence_);
       }
       plan_.skipped(d.slot);
@@ -451,12 +456,14 @@ class schedule_runner : public mutex_contender,
   void defer(sys_time slot) {
     if (deferred_slot_ != slot) {
       deferred_slot_ = slot;
-      detail::log().warn(
-          "schedule '{}': fire at {} deferred: the local lease has {} ms left, not more than "
-          "stop_grace {} ms",
-          name(), fmt_time(slot),
-          std::max<std::int64_t>(0, std::chrono::duration_cast<milliseconds>(lease_left()).count()),
-          stop_grace_.count());
+      logf("fire.deferred")
+          .warn(
+              "fire at {} deferred: the local lease has {} ms left, not more than "
+              "stop_grace {} ms",
+              fmt_time(slot),
+              std::max<std::int64_t>(
+                  0, std::chrono::duration_cast<milliseconds>(lease_left()).count()),
+              stop_grace_.count());
     }
     arm_after(std::min(lease_.retry_period, milliseconds{250}),
               [self = shared_from_this()] { self->evaluate(); });
@@ -470,8 +477,8 @@ class schedule_runner : public mutex_contender,
   // Records the fire with our fence; the job starts only once that write succeeded.
   void record(const decision& d) {
     if (d.catch_up)
-      detail::log().info("schedule '{}': catching up the fires missed since {} with one run",
-                         name(), fmt_time(*d.missed_since));
+      logf("fire.missed")
+          .info("catching up the fires missed since {} with one run", fmt_time(*d.missed_since));
     starting_ = true;
     cancel_fire_timer();
     set_next_fire(std::nullopt);
@@ -492,14 +499,15 @@ class schedule_runner : public mutex_contender,
                 std::error_code ec) {
     starting_ = false;
     if (term != term_ || !leader_ || shutting_down_) {
-      detail::log().info("schedule '{}': fire at {} not started: {}", name(), fmt_time(d.slot),
-                         shutting_down_ ? "stopping" : "leadership was lost");
+      logf("fire.not_started")
+          .info("fire at {} not started: {}", fmt_time(d.slot),
+                shutting_down_ ? "stopping" : "leadership was lost");
       return;
     }
     if (ec) {
       update_status([](schedule_status& s) { ++s.state_errors; });
-      detail::log().warn("schedule '{}': fire at {} not started: recording it failed: {}", name(),
-                         fmt_time(d.slot), ec.message());
+      logf("fire.not_started")
+          .warn("fire at {} not started: recording it failed: {}", fmt_time(d.slot), ec.message());
       // not_owner: the lease is gone and the release is on its way. Else try again.
       if (ec != make_error_code(errc::not_owner))
         arm_after(lease_.retry_period, [self = shared_from_this()] { self->evaluate(); });
@@ -539,15 +547,15 @@ class schedule_runner : public mutex_contender,
     if (term != term_ || !leader_ || shutting_down_) return;
     if (ec) {
       update_status([](schedule_status& s) { ++s.state_errors; });
-      detail::log().warn("schedule '{}': manual run not started: recording it failed: {}", name(),
-                         ec.message());
+      logf("fire.not_started")
+          .warn("manual run not started: recording it failed: {}", ec.message());
       if (ec != make_error_code(errc::not_owner))
         arm_after(lease_.retry_period, [self = shared_from_this()] { self->evaluate(); });
       return;
     }
     state_ = next;
     manual_pending_ = taken;
-    detail::log().info("schedule '{}': manual run {} taken", name(), next.manual_runs);
+    logf("fire.manual").info("manual run {} taken", next.manual_runs);
     evaluate();
   }
 
@@ -572,8 +580,9 @@ class schedule_runner : public mutex_contender,
 
   void drop_retry(const char* why) {
     if (!retry_) return;
-    detail::log().info("schedule '{}': retry {} of the fire at {} not run: {}", name(),
-                       retry_->attempt - 1, fmt_time(retry_->fire), why);
+    logf("run.retry_dropped")
+        .info("retry {} of the fire at {} not run: {}", retry_->attempt - 1, fmt_time(retry_->fire),
+              why);
     retry_.reset();
   }
 
@@ -598,9 +607,9 @@ class schedule_runner : public mutex_contender,
       s.running = true;
       if (trigger == run_trigger::schedule || trigger == run_trigger::catch_up) s.last_fire = slot;
     });
-    detail::log().info("schedule '{}': run started (fire {}, fence {}, {}{})", name(),
-                       fmt_time(slot), fence_, to_string(trigger),
-                       attempt > 1 ? ", attempt " + std::to_string(attempt) : std::string());
+    logf("run.started")
+        .info("run started (fire {}, fence {}, {}{})", fmt_time(slot), fence_, to_string(trigger),
+              attempt > 1 ? ", attempt " + std::to_string(attempt) : std::string());
     jobs_->post([self = shared_from_this(), ctx = std::move(ctx), id = run_->id] {
       self->execute(ctx, id);
     });
@@ -632,12 +641,13 @@ class schedule_runner : public mutex_contender,
     result.took = std::chrono::duration_cast<milliseconds>(took);
     result.end = clock_->now_system();
     if (result.threw)
-      detail::log().error("schedule '{}': run (fire {}) failed after {:.3f} s: {}", name(),
-                          fmt_time(ctx.fire_time), seconds(took), result.error);
+      logf("run.failed")
+          .error("run (fire {}) failed after {:.3f} s: {}", fmt_time(ctx.fire_time), seconds(took),
+                 result.error);
     else
-      detail::log().info("schedule '{}': run (fire {}) finished in {:.3f} s{}", name(),
-                         fmt_time(ctx.fire_time), seconds(took),
-                         ctx.stop.stop_requested() ? " (it was asked to stop)" : "");
+      logf("run.finished")
+          .info("run (fire {}) finished in {:.3f} s{}", fmt_time(ctx.fire_time), seconds(took),
+                ctx.stop.stop_requested() ? " (it was asked to stop)" : "");
     boost::asio::post(strand_, [self = shared_from_this(), id, result = std::move(result)] {
       self->run_done(id, result);
     });
@@ -674,8 +684,8 @@ class schedule_runner : public mutex_contender,
       service_->async_write_state(
           format_state(next), [self = shared_from_this()](std::error_code ec) {
             if (ec && ec != make_error_code(errc::not_owner))
-              detail::log().debug("schedule '{}': recording the end of a run failed: {}",
-                                  self->name(), ec.message());
+              self->logf("history.write_failed")
+                  .debug("recording the end of a run failed: {}", ec.message());
           });
     }
     plan_retry(finished, outcome);
@@ -687,19 +697,21 @@ class schedule_runner : public mutex_contender,
     const unsigned n = finished.attempt;  // retry n is attempt n + 1
     const sys_time at = clock_->now_system() + retry_delay(options_.retry_backoff, n);
     if (controls_.paused) {
-      detail::log().info("schedule '{}': not retrying the fire at {}: the schedule is paused",
-                         name(), fmt_time(finished.fire));
+      logf("run.retry_dropped")
+          .info("not retrying the fire at {}: the schedule is paused", fmt_time(finished.fire));
       return;
     }
     if (!retry_fits(at, plan_.next_fire())) {
-      detail::log().info(
-          "schedule '{}': not retrying the fire at {}: retry {} would start at {}, not before the "
-          "next planned fire {}",
-          name(), fmt_time(finished.fire), n, fmt_time(at), fmt_time(*plan_.next_fire()));
+      logf("run.retry_dropped")
+          .info(
+              "not retrying the fire at {}: retry {} would start at {}, not before the "
+              "next planned fire {}",
+              fmt_time(finished.fire), n, fmt_time(at), fmt_time(*plan_.next_fire()));
       return;
     }
-    detail::log().info("schedule '{}': retry {} of {} of the fire at {} at {}", name(), n,
-                       options_.retries, fmt_time(finished.fire), fmt_time(at));
+    logf("run.retry_scheduled")
+        .info("retry {} of {} of the fire at {} at {}", n, options_.retries,
+              fmt_time(finished.fire), fmt_time(at));
     retry_ = pending_retry{finished.fire, n + 1, at};
   }
 
@@ -776,9 +788,9 @@ class schedule_runner : public mutex_contender,
     }
     if (const auto dropped = history_.push({fence, std::move(bytes)}); dropped > 0) {
       update_status([&](schedule_status& s) { s.history_dropped += dropped; });
-      detail::log().warn(
-          "schedule '{}': {} unwritten history record(s) dropped: the queue holds at most {}",
-          name(), dropped, history_queue_bound);
+      logf("history.dropped")
+          .warn("{} unwritten history record(s) dropped: the queue holds at most {}", dropped,
+                history_queue_bound);
     }
     pump_history();
   }
@@ -808,20 +820,22 @@ class schedule_runner : public mutex_contender,
     if (ec == make_error_code(errc::not_owner)) {
       // Another ownership began since the record's fence: a stale leader's record, rejected by
       // design.
-      detail::log().warn(
-          "schedule '{}': history record of fence {} rejected: another node owns the schedule "
-          "since",
-          name(), history_.front().fence);
+      logf("history.rejected")
+          .warn(
+              "history record of fence {} rejected: another node owns the schedule "
+              "since",
+              history_.front().fence);
       history_.pop();
       update_status([](schedule_status& s) { ++s.history_dropped; });
       pump_history();
       return;
     }
     update_status([](schedule_status& s) { ++s.history_errors; });
-    detail::log().warn(
-        "schedule '{}': writing a history record failed: {}; {} record(s) kept for the next "
-        "write",
-        name(), ec.message(), history_.size());
+    logf("history.write_failed")
+        .warn(
+            "writing a history record failed: {}; {} record(s) kept for the next "
+            "write",
+            ec.message(), history_.size());
     notify_flushed();
   }
 
@@ -835,8 +849,8 @@ class schedule_runner : public mutex_contender,
 
   void request_stop(stop_cause cause, const char* why) {
     if (!run_ || run_->stop.stop_requested()) return;
-    detail::log().info("schedule '{}': asking the run fired at {} to stop: {}", name(),
-                       fmt_time(run_->fire), why);
+    logf("run.stop_requested")
+        .info("asking the run fired at {} to stop: {}", fmt_time(run_->fire), why);
     run_->cause = cause;
     run_->stop.request_stop();
   }
@@ -861,8 +875,9 @@ class schedule_runner : public mutex_contender,
     if (!run_ || run_->stop.stop_requested()) return;
     const auto now = clock_->now_steady();
     if (now >= run_->deadline) {
-      detail::log().warn("schedule '{}': the run fired at {} timed out after {} ms", name(),
-                         fmt_time(run_->fire), options_.timeout.count());
+      logf("run.timeout")
+          .warn("the run fired at {} timed out after {} ms", fmt_time(run_->fire),
+                options_.timeout.count());
       request_stop(stop_cause::timeout, "timeout");
       return;
     }
@@ -995,6 +1010,7 @@ scheduler::scheduler(mutex_backend& backend, runtime& rt, scheduler_options opts
   if (!options_.clock) options_.clock = system_scheduler_clock();
   if (options_.lease) validate(*options_.lease);
   pool_->jobs = std::make_shared<detail::job_pool>(std::max(1u, options_.job_threads));
+  detail::set_log_node(id_);  // every log record's "node" (the last scheduler made wins)
 }
 
 scheduler::~scheduler() {
@@ -1114,10 +1130,10 @@ void scheduler::retire(const std::vector<std::shared_ptr<detail::schedule_runner
     if (std::chrono::steady_clock::now() >= deadline) {
       for (const auto& r : which)
         if (r->running())
-          detail::log().error(
-              "scheduler: schedule '{}': its job is still running after the stop grace; "
-              "releasing the mutex anyway",
-              r->name());
+          r->logf("schedule.stop_timeout")
+              .error(
+                  "its job is still running after the stop grace; "
+                  "releasing the mutex anyway");
       break;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds{5});

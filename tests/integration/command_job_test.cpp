@@ -15,10 +15,9 @@
 #include <sstream>
 #include <thread>
 
-#include <spdlog/sinks/base_sink.h>
-
 #include "baton/jobs/command_job.hpp"
 #include "baton/mutex/detail/log.hpp"
+#include "baton/mutex/log.hpp"
 #include "baton/scheduler/cron.hpp"
 #include "support/env.hpp"
 
@@ -28,9 +27,16 @@ namespace {
 using namespace std::chrono_literals;
 using steady = std::chrono::steady_clock;
 
-/// Keeps every formatted message logged on the "baton" logger.
-class capture_sink final : public spdlog::sinks::base_sink<std::mutex> {
+/// Keeps every record baton logs (through the public hook, set_log_handler) as a text line:
+/// "[schedule] message".
+class capture_sink {
  public:
+  void add(const log_record& r) {
+    std::string line = r.schedule.empty() ? "" : "[" + std::string(r.schedule) + "] ";
+    line += r.message;
+    std::lock_guard lock(mutex_);
+    lines_.push_back(std::move(line));
+  }
   std::vector<std::string> lines() {
     std::lock_guard lock(mutex_);
     return lines_;
@@ -50,13 +56,8 @@ class capture_sink final : public spdlog::sinks::base_sink<std::mutex> {
     return all;
   }
 
- protected:
-  void sink_it_(const spdlog::details::log_msg& msg) override {
-    lines_.emplace_back(msg.payload.data(), msg.payload.size());
-  }
-  void flush_() override {}
-
  private:
+  std::mutex mutex_;
   std::vector<std::string> lines_;
 };
 
@@ -93,12 +94,12 @@ class command_job : public ::testing::Test {
  protected:
   void SetUp() override {
     sink_ = std::make_shared<capture_sink>();
-    detail::log().sinks().push_back(sink_);
+    set_log_handler([sink = sink_](const log_record& r) { sink->add(r); }, log_level::info);
     dir_ = test::temp_dir("command-job");
   }
   void TearDown() override {
-    auto& sinks = detail::log().sinks();
-    sinks.erase(std::remove(sinks.begin(), sinks.end(), sink_), sinks.end());
+    set_log_handler({});
+    set_log_level(log_level::info);
   }
 
   job_context context(const std::string& schedule, std::stop_token stop = {}) {

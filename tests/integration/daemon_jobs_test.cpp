@@ -299,9 +299,9 @@ TEST(daemon_reload, sighup_adds_removes_and_changes_schedules_and_keeps_unchange
   n.daemon().signal(SIGHUP);
   ASSERT_TRUE(wait_until([&] { return n.log_has("reload of "); }, 20s)) << read_file(n.log());
   EXPECT_TRUE(n.log_has("1 added, 1 removed, 1 changed, 1 unchanged")) << read_file(n.log());
-  EXPECT_TRUE(n.log_has("reload: schedule 'gone' removed"));
-  EXPECT_TRUE(n.log_has("reload: schedule 'change' changed"));
-  EXPECT_TRUE(n.log_has("reload: schedule 'added' added"));
+  EXPECT_TRUE(n.log_has("[gone] reload: removed"));
+  EXPECT_TRUE(n.log_has("[change] reload: changed"));
+  EXPECT_TRUE(n.log_has("[added] reload: added"));
   // The removed schedule's job is gone and its mutex released.
   EXPECT_TRUE(wait_until(
       [&] { return baton::test::processes_with_env("BATON_SCHEDULE=gone").empty(); }, 5s));
@@ -314,8 +314,8 @@ TEST(daemon_reload, sighup_adds_removes_and_changes_schedules_and_keeps_unchange
   // The unchanged one kept its lease: same fence, never released, cadence on.
   ASSERT_TRUE(wait_until([&] { return n.runs_of("keep").size() >= keep_runs_before + 3; }, 10s));
   for (const auto& [fence, fire] : n.runs_of("keep")) EXPECT_EQ(fence, keep_fence) << fire;
-  EXPECT_EQ(n.log_count("schedule 'keep': '"), 1u) << "keep lost or re-took its lease\n"
-                                                   << read_file(n.log());
+  EXPECT_EQ(n.log_count("[keep] '"), 1u) << "keep lost or re-took its lease\n"
+                                         << read_file(n.log());
   std::set<std::string> fires;
   for (const auto& [fence, fire] : n.runs_of("keep"))
     EXPECT_TRUE(fires.insert(fire).second) << "fire " << fire << " ran twice";

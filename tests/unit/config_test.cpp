@@ -695,6 +695,21 @@ TEST(config_errors, bad_log_level) {
               HasSubstr("/log_level: invalid value \"verbose\""));
 }
 
+TEST(config_errors, bad_log_format) {
+  EXPECT_THAT(one_error(with_schedule(R"("name": "a", "every": "1s", "command": ["x"])",
+                                      R"(, "log_format": "yaml")")),
+              HasSubstr("test.json: /log_format: invalid value \"yaml\""));
+}
+
+TEST(config_log, warning_is_read_as_warn_and_log_format_json_is_kept) {
+  const auto c = parse(with_schedule(R"("name": "a", "every": "1s", "command": ["x"])",
+                                     R"(, "log_level": "warning", "log_format": "json")"));
+  EXPECT_EQ(c.log_level, "warn");
+  EXPECT_EQ(c.log_format, "json");
+  const auto d = parse(with_schedule(R"("name": "a", "every": "1s", "command": ["x"])"));
+  EXPECT_EQ(d.log_format, "text");
+}
+
 // ---------------------------------------------------------------------------------------------
 // cross-field rules
 

@@ -128,7 +128,10 @@ struct daemon_config {
   /// mutexes released, backend closed); then the daemon gives up and exits 1. Unset:
   /// stop_timeout_for() computes it.
   std::optional<std::chrono::milliseconds> stop_timeout;
-  std::string log_level = "info";  ///< trace, debug, info, warn or error
+  std::string log_level = "info";  ///< trace, debug, info, warn or error ("warning" read as warn)
+  /// `run`'s stderr log lines: "text" ("TIME LEVEL [schedule] message") or "json" (one object
+  /// per line); --log-format overrides it.
+  std::string log_format = "text";
   /// `http.listen`: serve /metrics, /healthz and /readyz there; unset: no HTTP (the default).
   std::optional<listen_address> http_listen;
   /// Jobs get the daemon's whole environment (true), or without the variables in `referenced_env`.
