@@ -42,3 +42,5 @@ write_basic_package_version_file(${PROJECT_BINARY_DIR}/batonConfigVersion.cmake
 install(FILES ${PROJECT_BINARY_DIR}/batonConfig.cmake ${PROJECT_BINARY_DIR}/batonConfigVersion.cmake
   ${PROJECT_SOURCE_DIR}/cmake/BatonDependencies.cmake
   DESTINATION ${_baton_cmake_dir} COMPONENT development)
+
+include(BatonPkgConfig)
