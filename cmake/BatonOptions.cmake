@@ -46,6 +46,27 @@ function(baton_add_module name)
   target_include_directories(baton_${name} PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/src)
   target_link_libraries(baton_${name} PUBLIC ${ARG_PUBLIC_DEPS} PRIVATE ${ARG_PRIVATE_DEPS})
   baton_configure_target(baton_${name})
+  baton_shared_library_settings(baton_${name})
   install(DIRECTORY include/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} COMPONENT development)
   set_property(GLOBAL APPEND PROPERTY BATON_COMPONENT_TARGETS_${ARG_COMPONENT} baton_${name})
+endfunction()
+
+# baton_shared_library_settings(<target>): for a shared library (BUILD_SHARED_LIBS=ON) the
+# SONAME libbaton_<name>.so.<major>.<minor> (an ABI promise per minor version while < 1.0) and
+# the GNU ld version script cmake/baton.map: baton's symbols (namespace baton, its typeinfo and
+# vtables) get the version node BATON_<major>.<minor>, everything else (inline instantiations of
+# Boost, spdlog, fmt, std) is local. Static libraries are left alone.
+set(BATON_ABI_VERSION ${PROJECT_VERSION_MAJOR}.${PROJECT_VERSION_MINOR})
+function(baton_shared_library_settings target)
+  get_target_property(type ${target} TYPE)
+  if(NOT type STREQUAL "SHARED_LIBRARY")
+    return()
+  endif()
+  set(map ${PROJECT_BINARY_DIR}/baton.map)
+  configure_file(${PROJECT_SOURCE_DIR}/cmake/baton.map.in ${map} @ONLY)
+  set_target_properties(${target} PROPERTIES
+    VERSION ${PROJECT_VERSION}
+    SOVERSION ${BATON_ABI_VERSION}
+    LINK_DEPENDS ${map})
+  target_link_options(${target} PRIVATE "LINKER:--version-script=${map}")
 endfunction()
