@@ -18,12 +18,12 @@ set(CPACK_DEBIAN_DAEMON_PACKAGE_NAME baton)
 set(CPACK_DEBIAN_DAEMON_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_PACKAGE_SECTION admin)
 set(CPACK_DEBIAN_PACKAGE_PRIORITY optional)
+# The extended description (the synopsis is CPACK_PACKAGE_DESCRIPTION_SUMMARY; cpack indents).
 set(CPACK_DEBIAN_PACKAGE_DESCRIPTION
-    "singleton periodic jobs across a cluster (cluster-wide cron)
- Every node runs the same JSON-configured schedules of commands; for each schedule
- exactly one node at a time holds a lease on a distributed mutex (SQLite, PostgreSQL,
- MySQL/MariaDB, Redis or ZooKeeper) and fires the job. When that node stops or fails,
- another takes the schedule over and carries on its cadence.")
+    "Every node runs the same JSON-configured schedules of commands; for each schedule
+exactly one node at a time holds a lease on a distributed mutex (SQLite, PostgreSQL,
+MySQL/MariaDB, Redis or ZooKeeper) and fires the job. When that node stops or fails,
+another takes the schedule over and carries on its cadence.")
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 # No debug info in the package (a RelWithDebInfo tree's baton is ~70 MB unstripped).
 set(CPACK_STRIP_FILES ON)

@@ -45,10 +45,11 @@ cmake -S "$ROOT" -B "$build_dir" -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREF
   -DBUILD_SHARED_LIBS=OFF -DBATON_BUILD_DAEMON=ON -DBATON_BUILD_TESTS=OFF \
   -DBATON_BUILD_EXAMPLES=OFF -DBATON_SANITIZE= >/dev/null
 echo "package.sh: building with $jobs jobs" >&2
-cmake --build "$build_dir" -j "$jobs"
+cmake --build "$build_dir" -j "$jobs" >&2
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 cpack --config "$build_dir/CPackConfig.cmake" -B "$out" >&2
+rm -rf "$out/_CPack_Packages" # cpack's staging tree
 deb=$(ls -t "$out"/baton_*.deb | head -n1)
 [[ -f "$deb" ]] || die "cpack made no .deb in $out"
 echo "$deb"
