@@ -7,20 +7,35 @@ _baton_help_options() {
   "$1" help "$2" 2>/dev/null | sed -n -E 's/^  (--[a-z][a-z-]*).*/\1/p'
 }
 
+# _baton_commands PROG: the commands `PROG --help` lists ("  baton CMD ..." lines).
+_baton_commands() {
+  "$1" --help 2>/dev/null | sed -n -E 's/^  baton ([a-z][a-z-]*)( .*)?$/\1/p'
+}
+
+# _baton_value_options PROG: the options that take a value, of every command ("  --name VALUE").
+_baton_value_options() {
+  local c
+  for c in $(_baton_commands "$1"); do
+    "$1" help "$c" 2>/dev/null | sed -n -E 's/^  (--[a-z][a-z-]*) [A-Z].*/\1/p'
+  done | sort -u
+}
+
 _baton() {
-  local cur prev prog cmd i
+  local cur prev prog cmd i valued
   COMPREPLY=()
   cur=${COMP_WORDS[COMP_CWORD]}
   prev=${COMP_WORDS[COMP_CWORD - 1]}
   prog=${COMP_WORDS[0]}
+  valued=" -c $(_baton_value_options "$prog" | tr '\n' ' ') "
   # The command: the first word after the program that is not an option or an option's value.
   cmd=""
   for ((i = 1; i < COMP_CWORD; ++i)); do
-    case "${COMP_WORDS[i]}" in
-      --config | -c | --log-level | --time-zone | --from | --count | --limit | --reason) ((++i)) ;;
-      -*) ;;
-      *) cmd=${COMP_WORDS[i]}; break ;;
-    esac
+    if [[ "$valued" == *" ${COMP_WORDS[i]} "* ]]; then
+      ((++i))
+    elif [[ "${COMP_WORDS[i]}" != -* ]]; then
+      cmd=${COMP_WORDS[i]}
+      break
+    fi
   done
 
   case "$prev" in
@@ -36,22 +51,20 @@ _baton() {
         find . -type f -name '[A-Z]*' 2>/dev/null | sed 's|^\./||' | grep -v '^posix/\|^right/')" \
         -- "$cur"))
       return ;;
-    --from | --count | --limit | --reason)
-      return ;;
   esac
+  # Any other option's value (--from TIME, --count N, ...): nothing to offer.
+  [[ "$valued" == *" $prev "* ]] && return
 
   if [[ -z "$cmd" ]]; then
     if [[ "$cur" == -* ]]; then
       COMPREPLY=($(compgen -W "--help --version --log-level" -- "$cur"))
     else
-      COMPREPLY=($(compgen -W "$("$prog" --help 2>/dev/null |
-        sed -n -E 's/^  baton ([a-z][a-z-]*)( .*)?$/\1/p')" -- "$cur"))
+      COMPREPLY=($(compgen -W "$(_baton_commands "$prog")" -- "$cur"))
     fi
     return
   fi
   if [[ "$cmd" == help ]]; then
-    COMPREPLY=($(compgen -W "$("$prog" --help 2>/dev/null |
-      sed -n -E 's/^  baton ([a-z][a-z-]*)( .*)?$/\1/p')" -- "$cur"))
+    COMPREPLY=($(compgen -W "$(_baton_commands "$prog")" -- "$cur"))
     return
   fi
   if [[ "$cur" == -* ]]; then

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The bash completion (daemon/completion/baton.bash) offers every command `baton --help` lists
-# and, after a command, every option `baton help CMD` lists; after --config it offers .json files.
+# and, after a command, every option `baton help CMD` lists (also after options with values given
+# before the command); after --config it offers .json files.
 # usage: completion_test.sh BATON_EXECUTABLE COMPLETION_FILE
 set -euo pipefail
 baton=$1
@@ -41,6 +42,12 @@ for cmd in $commands; do
   done
 done
 ((checked >= 16)) || fail "only $checked options checked"
+# The command is found after an option with a value: its options are offered, and nothing is
+# offered for an option's value.
+offered=$(complete_words "$baton" --log-level debug run --)
+grep -qx -- --config <<<"$offered" || fail "'baton --log-level debug run --<TAB>' offers: $offered"
+offered=$(complete_words "$baton" calendar --count "")
+[[ -z "$offered" ]] || fail "'baton calendar --count <TAB>' offers: $offered"
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 touch "$dir/cluster.json" "$dir/notes.txt"
