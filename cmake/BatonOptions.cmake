@@ -27,10 +27,16 @@ function(baton_configure_target target)
   endif()
 endfunction()
 
-# baton_add_module(<name> SOURCES ... [PUBLIC_DEPS ...] [PRIVATE_DEPS ...])
-# Builds library baton_<name> with alias baton::<name>, public headers in <dir>/include.
+# baton_add_module(<name> COMPONENT <component> SOURCES ... [PUBLIC_DEPS ...] [PRIVATE_DEPS ...])
+# Builds library baton_<name> with alias baton::<name>, public headers in <dir>/include, and
+# puts it into the package component <component> (core, scheduler, sql, redis, zookeeper,
+# factory; see cmake/BatonInstall.cmake). Private headers live in src/ or internal/, never in
+# include/: everything under include/ is installed.
 function(baton_add_module name)
-  cmake_parse_arguments(ARG "" "" "SOURCES;PUBLIC_DEPS;PRIVATE_DEPS" ${ARGN})
+  cmake_parse_arguments(ARG "" "COMPONENT" "SOURCES;PUBLIC_DEPS;PRIVATE_DEPS" ${ARGN})
+  if(NOT ARG_COMPONENT)
+    message(FATAL_ERROR "baton_add_module(${name}): COMPONENT is missing")
+  endif()
   add_library(baton_${name} ${ARG_SOURCES})
   add_library(baton::${name} ALIAS baton_${name})
   set_target_properties(baton_${name} PROPERTIES EXPORT_NAME ${name} OUTPUT_NAME baton_${name})
@@ -40,6 +46,27 @@ function(baton_add_module name)
   target_include_directories(baton_${name} PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/src)
   target_link_libraries(baton_${name} PUBLIC ${ARG_PUBLIC_DEPS} PRIVATE ${ARG_PRIVATE_DEPS})
   baton_configure_target(baton_${name})
-  install(DIRECTORY include/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
-  set_property(GLOBAL APPEND PROPERTY BATON_EXPORTED_TARGETS baton_${name})
+  baton_shared_library_settings(baton_${name})
+  install(DIRECTORY include/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} COMPONENT development)
+  set_property(GLOBAL APPEND PROPERTY BATON_COMPONENT_TARGETS_${ARG_COMPONENT} baton_${name})
+endfunction()
+
+# baton_shared_library_settings(<target>): for a shared library (BUILD_SHARED_LIBS=ON) the
+# SONAME libbaton_<name>.so.<major>.<minor> (an ABI promise per minor version while < 1.0) and
+# the GNU ld version script cmake/baton.map: baton's symbols (namespace baton, its typeinfo and
+# vtables) get the version node BATON_<major>.<minor>, everything else (inline instantiations of
+# Boost, spdlog, fmt, std) is local. Static libraries are left alone.
+set(BATON_ABI_VERSION ${PROJECT_VERSION_MAJOR}.${PROJECT_VERSION_MINOR})
+function(baton_shared_library_settings target)
+  get_target_property(type ${target} TYPE)
+  if(NOT type STREQUAL "SHARED_LIBRARY")
+    return()
+  endif()
+  set(map ${PROJECT_BINARY_DIR}/baton.map)
+  configure_file(${PROJECT_SOURCE_DIR}/cmake/baton.map.in ${map} @ONLY)
+  set_target_properties(${target} PROPERTIES
+    VERSION ${PROJECT_VERSION}
+    SOVERSION ${BATON_ABI_VERSION}
+    LINK_DEPENDS ${map})
+  target_link_options(${target} PRIVATE "LINKER:--version-script=${map}")
 endfunction()

@@ -17,6 +17,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <initializer_list>
 
 namespace baton::detail {
 
