@@ -94,8 +94,10 @@ class http_endpoints {
   void count_reload(bool applied) noexcept;
   /// The daemon is stopping: /readyz answers 503 "stopping" from now on.
   void stopping() noexcept;
-  /// Stops serving and the readiness prober (waits for a probe in progress: the backend's own
-  /// timeouts bound it) and lets go of the scheduler and backend; idempotent.
+  /// Stops serving and the readiness prober (waits for a probe in progress: the backend's request
+  /// timeouts bound it while the runtime's io threads run; a probe stuck on a wedged runtime holds
+  /// this up, and then the daemon's stop_timeout ends the process) and lets go of the scheduler
+  /// and backend; idempotent.
   void stop() noexcept;
 
  private:

@@ -229,6 +229,14 @@ int run(const command_line& cl) {
   if (http)
     http->attach(*sched, backend, config->schedules.front().name,
                  [b = config->backend](const std::string& text) { return scrub_secrets(b, text); });
+  // The server reads the scheduler: whatever way this scope ends (an exception included), it stops
+  // before `sched` is destroyed (declared after it, so destroyed first). Idempotent.
+  struct http_stopper {
+    http_endpoints* endpoints;
+    ~http_stopper() {
+      if (endpoints) endpoints->stop();
+    }
+  } stop_http_first{http.get()};
   log({.event = "daemon.started"})
       .info("running as contender {} (jobs run under a per-run supervisor, a child subreaper)",
             sched->contender_id());

@@ -76,9 +76,12 @@ class schedule_runner : public mutex_contender,
   void attach(std::shared_ptr<contend_service> service) { service_ = std::move(service); }
   const std::shared_ptr<contend_service>& service() const { return service_; }
   const std::string& name() const { return options_.name; }
-  /// The logger with this schedule, its current fence and `event` as the line's fields.
-  detail::field_logger logf(std::string_view event) const {
-    return detail::log({.schedule = name(), .event = event, .fence = fence_});
+  /// The logger with this schedule, its current fence and `event` as the line's fields. On the
+  /// strand only (fence_ is the strand's); elsewhere use logf(event, fence).
+  detail::field_logger logf(std::string_view event) const { return logf(event, fence_); }
+  /// The logger with this schedule, `fence` (0: none) and `event`; from any thread.
+  detail::field_logger logf(std::string_view event, std::uint64_t fence) const {
+    return detail::log({.schedule = name(), .event = event, .fence = fence});
   }
 
   // mutex_contender: called on the service's strand; the work happens on ours.
@@ -184,8 +187,11 @@ class schedule_runner : public mutex_contender,
 
   void released() {
     if (!leader_) return;
-    // The line carries the fence that was lost.
-    logf("lease.lost").info("'{}' is no longer leader", contender_id_);
+    // The line carries the fence that was lost (or given up: stopping or removing the schedule).
+    if (shutting_down_)
+      logf("lease.released").info("'{}' released the lease", contender_id_);
+    else
+      logf("lease.lost").info("'{}' is no longer leader", contender_id_);
     ++term_;
     leader_ = false;
     ready_ = false;
@@ -640,12 +646,13 @@ class schedule_runner : public mutex_contender,
     const auto took = std::chrono::steady_clock::now() - started;
     result.took = std::chrono::duration_cast<milliseconds>(took);
     result.end = clock_->now_system();
+    // On a job thread: the run's own fence (fence_ belongs to the strand and may have moved on).
     if (result.threw)
-      logf("run.failed")
+      logf("run.failed", ctx.fence)
           .error("run (fire {}) failed after {:.3f} s: {}", fmt_time(ctx.fire_time), seconds(took),
                  result.error);
     else
-      logf("run.finished")
+      logf("run.finished", ctx.fence)
           .info("run (fire {}) finished in {:.3f} s{}", fmt_time(ctx.fire_time), seconds(took),
                 ctx.stop.stop_requested() ? " (it was asked to stop)" : "");
     boost::asio::post(strand_, [self = shared_from_this(), id, result = std::move(result)] {
@@ -1130,7 +1137,7 @@ void scheduler::retire(const std::vector<std::shared_ptr<detail::schedule_runner
     if (std::chrono::steady_clock::now() >= deadline) {
       for (const auto& r : which)
         if (r->running())
-          r->logf("schedule.stop_timeout")
+          r->logf("schedule.stop_timeout", 0)
               .error(
                   "its job is still running after the stop grace; "
                   "releasing the mutex anyway");

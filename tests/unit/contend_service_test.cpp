@@ -313,25 +313,26 @@ TEST(contend_service, lease_events_say_acquired_renewed_lost_step_down_and_relea
   const auto before = lease_events("other");
   using ev = baton::lease_event;
   s->start();
-  // Acquired (lease 1 s: the renewal is due after 500 ms and has until ~990 ms).
-  ASSERT_TRUE(baton::test::wait_until([&] { return store->pending() == 1; }, 5s));
-  store->answer({}, own_grant("me", 1, 1s));
+  // Acquired (lease 4 s: the renewal is due after 2 s and has until ~3.99 s, room for a slow
+  // machine to answer it in time).
+  ASSERT_TRUE(baton::test::wait_until([&] { return store->pending() == 1; }, 10s));
+  store->answer({}, own_grant("me", 1, 4s));
   ASSERT_TRUE(baton::test::wait_until([&] { return s->is_owner(); }, 5s));
   EXPECT_EQ(delta(before, "other", ev::acquired), 1u);
   EXPECT_EQ(delta(before, "other", ev::renewed), 0u);
   // Renewed: the backend keeps us owner under the same fence.
-  ASSERT_TRUE(baton::test::wait_until([&] { return store->pending() == 1; }, 5s));
-  store->answer({}, own_grant("me", 1, 1s));
+  ASSERT_TRUE(baton::test::wait_until([&] { return store->pending() == 1; }, 10s));
+  store->answer({}, own_grant("me", 1, 4s));
   ASSERT_TRUE(
       baton::test::wait_until([&] { return delta(before, "other", ev::renewed) == 1; }, 5s));
   // Lost: the next renewal finds another owner.
-  ASSERT_TRUE(baton::test::wait_until([&] { return store->pending() == 1; }, 5s));
+  ASSERT_TRUE(baton::test::wait_until([&] { return store->pending() == 1; }, 10s));
   store->answer({}, other_grant("them", 2));
   ASSERT_TRUE(baton::test::wait_until([&] { return who->snapshot().size() == 2; }, 5s));
   EXPECT_EQ(delta(before, "other", ev::lost), 1u);
   EXPECT_EQ(delta(before, "other", ev::step_down), 0u);
   // Step down: owner again with a short lease whose renewal is never answered.
-  ASSERT_TRUE(baton::test::wait_until([&] { return store->pending() == 1; }, 5s));
+  ASSERT_TRUE(baton::test::wait_until([&] { return store->pending() == 1; }, 10s));
   store->answer({}, own_grant("me", 3, 200ms));
   ASSERT_TRUE(baton::test::wait_until([&] { return who->snapshot().size() == 4; }, 5s));
   EXPECT_EQ(delta(before, "other", ev::acquired), 2u);
