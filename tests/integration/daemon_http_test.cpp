@@ -396,34 +396,7 @@ TEST_P(daemon_http, scrape_parses_strictly_passes_promtool_and_labels_every_sche
   e = parse_exposition(text);
   EXPECT_TRUE(e.errors.empty()) << ::testing::PrintToString(e.errors) << "\n" << text;
 
-  const std::map<std::string, std::string> families{
-      {"baton_schedules", "gauge"},
-      {"baton_schedule_leader", "gauge"},
-      {"baton_schedule_fence", "gauge"},
-      {"baton_schedule_paused", "gauge"},
-      {"baton_schedule_running", "gauge"},
-      {"baton_schedule_consecutive_failures", "gauge"},
-      {"baton_schedule_runs_total", "counter"},
-      {"baton_schedule_run_duration_seconds", "histogram"},
-      {"baton_schedule_last_success_timestamp_seconds", "gauge"},
-      {"baton_backend_requests_total", "counter"},
-      {"baton_backend_request_duration_seconds", "histogram"},
-      {"baton_backend_errors_total", "counter"},
-      {"baton_lease_acquisitions_total", "counter"},
-      {"baton_lease_renewals_total", "counter"},
-      {"baton_lease_losses_total", "counter"},
-      {"baton_lease_step_downs_total", "counter"},
-      {"baton_lease_releases_total", "counter"},
-      {"baton_build_info", "gauge"},
-      {"baton_config_reloads_total", "counter"},
-      {"process_cpu_seconds_total", "counter"},
-      {"process_resident_memory_bytes", "gauge"},
-      {"process_virtual_memory_bytes", "gauge"},
-      {"process_start_time_seconds", "gauge"},
-      {"process_open_fds", "gauge"},
-      {"process_max_fds", "gauge"},
-      {"process_threads", "gauge"},
-  };
+  const auto& families = baton::test::documented_metric_families();
   for (const auto& [family, type_name] : families) {
     EXPECT_EQ(e.types[family], type_name) << family;
     EXPECT_EQ(e.helps.count(family), 1u) << family;

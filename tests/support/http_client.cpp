@@ -112,4 +112,36 @@ http_response http_get(int port, const std::string& target, std::chrono::millise
   return http_request(port, "GET", target, timeout);
 }
 
+const std::map<std::string, std::string>& documented_metric_families() {
+  static const std::map<std::string, std::string> families{
+      {"baton_schedules", "gauge"},
+      {"baton_schedule_leader", "gauge"},
+      {"baton_schedule_fence", "gauge"},
+      {"baton_schedule_paused", "gauge"},
+      {"baton_schedule_running", "gauge"},
+      {"baton_schedule_consecutive_failures", "gauge"},
+      {"baton_schedule_runs_total", "counter"},
+      {"baton_schedule_run_duration_seconds", "histogram"},
+      {"baton_schedule_last_success_timestamp_seconds", "gauge"},
+      {"baton_backend_requests_total", "counter"},
+      {"baton_backend_request_duration_seconds", "histogram"},
+      {"baton_backend_errors_total", "counter"},
+      {"baton_lease_acquisitions_total", "counter"},
+      {"baton_lease_renewals_total", "counter"},
+      {"baton_lease_losses_total", "counter"},
+      {"baton_lease_step_downs_total", "counter"},
+      {"baton_lease_releases_total", "counter"},
+      {"baton_build_info", "gauge"},
+      {"baton_config_reloads_total", "counter"},
+      {"process_cpu_seconds_total", "counter"},
+      {"process_resident_memory_bytes", "gauge"},
+      {"process_virtual_memory_bytes", "gauge"},
+      {"process_start_time_seconds", "gauge"},
+      {"process_open_fds", "gauge"},
+      {"process_max_fds", "gauge"},
+      {"process_threads", "gauge"},
+  };
+  return families;
+}
+
 }  // namespace baton::test

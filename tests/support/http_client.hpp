@@ -26,4 +26,8 @@ http_response http_request(int port, const std::string& method, const std::strin
 http_response http_get(int port, const std::string& target,
                        std::chrono::milliseconds timeout = std::chrono::seconds{10});
 
+/// Every metric family daemon/README.md ("Metrics and health") documents, with its type: what
+/// /metrics must expose (the unit test of the writer and the scrape of a running daemon).
+const std::map<std::string, std::string>& documented_metric_families();
+
 }  // namespace baton::test

@@ -13,6 +13,8 @@
 #include "baton/scheduler/records.hpp"
 #include "metrics_text.hpp"
 
+#include "support/http_client.hpp"
+
 namespace {
 
 using baton::daemon::escape_label_value;
@@ -108,34 +110,7 @@ TEST(metrics_text, every_family_has_help_and_type_once_before_its_samples) {
         << sample << " after TYPE " << last_family;
   }
   for (const auto& [name, type] : types) EXPECT_EQ(helps[name], 1) << name;
-  const std::map<std::string, std::string> expected{
-      {"baton_schedules", "gauge"},
-      {"baton_schedule_leader", "gauge"},
-      {"baton_schedule_fence", "gauge"},
-      {"baton_schedule_paused", "gauge"},
-      {"baton_schedule_running", "gauge"},
-      {"baton_schedule_consecutive_failures", "gauge"},
-      {"baton_schedule_runs_total", "counter"},
-      {"baton_schedule_run_duration_seconds", "histogram"},
-      {"baton_schedule_last_success_timestamp_seconds", "gauge"},
-      {"baton_backend_requests_total", "counter"},
-      {"baton_backend_request_duration_seconds", "histogram"},
-      {"baton_backend_errors_total", "counter"},
-      {"baton_lease_acquisitions_total", "counter"},
-      {"baton_lease_renewals_total", "counter"},
-      {"baton_lease_losses_total", "counter"},
-      {"baton_lease_step_downs_total", "counter"},
-      {"baton_lease_releases_total", "counter"},
-      {"baton_build_info", "gauge"},
-      {"baton_config_reloads_total", "counter"},
-      {"process_cpu_seconds_total", "counter"},
-      {"process_resident_memory_bytes", "gauge"},
-      {"process_virtual_memory_bytes", "gauge"},
-      {"process_start_time_seconds", "gauge"},
-      {"process_open_fds", "gauge"},
-      {"process_max_fds", "gauge"},
-      {"process_threads", "gauge"},
-  };
+  const auto& expected = baton::test::documented_metric_families();
   EXPECT_EQ(types, expected);
   EXPECT_EQ(value_of(text, "baton_schedules"), 2);
   EXPECT_EQ(value_of(text, "baton_build_info{version=\"1.2.3\"}"), 1);
