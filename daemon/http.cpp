@@ -7,7 +7,6 @@
 #include <thread>
 #include <utility>
 
-#include <spdlog/spdlog.h>
 #include <boost/asio/ip/address.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -15,6 +14,7 @@
 #include <boost/beast/http.hpp>
 #include <nlohmann/json.hpp>
 
+#include "baton/mutex/detail/log.hpp"
 #include "baton/mutex/metrics.hpp"
 #include "metrics_text.hpp"
 
@@ -27,16 +27,6 @@ using steady = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
 namespace {
-
-spdlog::logger* logger() {
-  static auto l = spdlog::get("baton");
-  return l.get();
-}
-
-template <typename... Args>
-void log_warn(spdlog::format_string_t<Args...> format, Args&&... args) {
-  if (auto* l = logger()) l->warn(format, std::forward<Args>(args)...);
-}
 
 // How long /healthz waits for the runtime's io threads to run its probe.
 constexpr milliseconds health_wait{1000};
@@ -145,7 +135,7 @@ class session : public std::enable_shared_from_this<session> {
     try {
       owner_.handler_(path, owner_.io_, respond);
     } catch (const std::exception& e) {
-      log_warn("http: GET {}: {}", path, e.what());
+      detail::log({.event = "http.request_failed"}).warn("http: GET {}: {}", path, e.what());
       respond({500, "text/plain; charset=utf-8", "internal error\n"});
     }
   }
@@ -193,7 +183,8 @@ void http_server::impl::accept() {
   acceptor_.async_accept([this](beast::error_code ec, tcp::socket socket) {
     if (stopping_ || ec == boost::asio::error::operation_aborted) return;
     if (ec) {
-      log_warn("http: accept on {}: {}", endpoint_.address().to_string(), ec.message());
+      detail::log({.event = "http.accept_failed"})
+          .warn("http: accept on {}: {}", endpoint_.address().to_string(), ec.message());
       retry_.expires_after(accept_retry);
       retry_.async_wait([this](beast::error_code e) {
         if (!e) accept();
@@ -249,7 +240,7 @@ http_server::http_server(const config::listen_address& address, http_handler han
       try {
         impl_->io_.run();
       } catch (const std::exception& e) {
-        log_warn("http: {}", e.what());
+        detail::log({.event = "http.failed"}).warn("http: {}", e.what());
       }
     }
   });
@@ -498,8 +489,8 @@ std::unique_ptr<http_endpoints> start_http_endpoints(const std::optional<std::st
   } catch (const std::system_error& e) {
     throw std::runtime_error("http (" + where + "): " + e.what());
   }
-  if (auto* l = logger())
-    l->info("http: listening on {} (/metrics, /healthz, /readyz; {})", endpoints->address(), where);
+  detail::log({.event = "http.listening"})
+      .info("http: listening on {} (/metrics, /healthz, /readyz; {})", endpoints->address(), where);
   return endpoints;
 }
 
