@@ -24,6 +24,9 @@ BATON_BUILD_PACKAGES=(
 # `prometheus` ships `promtool check metrics` (the /metrics exposition is checked with it; the
 # package's service is not started: there is no systemd in the test machines), `help2man` keeps
 # the man page in sync with --help, `systemd` gives `systemd-analyze verify` for the unit files.
+# The fault suite (scripts/faults.sh, its smoke subset in CI): `faketime` skews one node's wall
+# clock (libfaketime), `stress-ng` saturates the leader's CPU, `nftables` drops packets inside a
+# network namespace the suite creates (the kernel has no sch_netem, so delay is a userspace proxy).
 # `zookeeper` depends on default-jre (a JRE), log4j 1.2 and the slf4j bindings, so
 # --no-install-recommends is enough; `postgresql` brings the postgres user and
 # /usr/lib/postgresql/15/bin, `mariadb-server` the mysql user and the mariadb client.
@@ -31,6 +34,7 @@ BATON_TEST_PACKAGES=(
   redis-server zookeeper mariadb-server postgresql
   python3-croniter python3-kazoo python3-redis procps iproute2 sqlite3
   prometheus help2man systemd
+  faketime stress-ng nftables
 )
 
 # Prints the packages among "$@" that are not installed, one per line.

@@ -113,6 +113,53 @@ mutex_owner contend_service::last_observed() const {
   return observed_;
 }
 
+std::optional<clock_sample> contend_service::clock_offset() const {
+  std::lock_guard lock(snapshot_mutex_);
+  return clock_;
+}
+
+bool contend_service::clock_refused() const {
+  std::lock_guard lock(snapshot_mutex_);
+  return clock_refused_;
+}
+
+void contend_service::note_backend_clock(backend_time backend_now,
+                                         std::chrono::system_clock::time_point sent,
+                                         std::chrono::system_clock::time_point received) {
+  using std::chrono::milliseconds;
+  const auto sample = estimate_clock_offset(backend_now, sent, received);
+  const bool refused = clock_offset_exceeds(sample, options_.max_clock_offset);
+  bool was_refused = false;
+  {
+    std::lock_guard lock(snapshot_mutex_);
+    clock_ = sample;
+    was_refused = clock_refused_;
+    clock_refused_ = refused;
+  }
+  detail::record_clock_offset(backend_type_, sample.offset);
+  const auto seconds = [](milliseconds d) { return static_cast<double>(d.count()) / 1000.0; };
+  const auto moved = sample.offset - clock_logged_;
+  constexpr milliseconds notable{1000};
+  if (moved > notable || moved < -notable) {
+    clock_logged_ = sample.offset;
+    detail::log({.schedule = name_, .event = "clock.offset"})
+        .warn(
+            "this host's clock is {:+.3f} s off the backend's (backend minus local, ±{:.3f} s); "
+            "fire times follow the backend's clock",
+            -seconds(sample.offset), seconds(sample.uncertainty));
+  }
+  if (refused && !was_refused)
+    detail::log({.schedule = name_, .event = "clock.refused"})
+        .error(
+            "refusing to lead: this host's clock is {:+.3f} s off the backend's, beyond "
+            "max_clock_offset {:.3f} s",
+            -seconds(sample.offset), seconds(options_.max_clock_offset));
+  else if (!refused && was_refused)
+    detail::log({.schedule = name_, .event = "clock.accepted"})
+        .info("this host's clock is back within max_clock_offset ({:+.3f} s off the backend's)",
+              -seconds(sample.offset));
+}
+
 void contend_service::notify_acquired(const mutex_state& state, steady_time deadline) {
   if (leader_) return;
   leader_ = true;

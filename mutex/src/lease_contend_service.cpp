@@ -111,13 +111,19 @@ class lease_contend_service final : public contend_service {
   void attempt(std::uint64_t generation) {
     if (machine_.in_flight()) return;
     machine_.on_send(steady::now());
-    store_->async_acquire(mutex_name(), contender_id(), options().ttl, options().transition,
-                          [self = shared(), generation](std::error_code ec, lease_grant grant) {
-                            boost::asio::defer(self->get_executor(),
-                                               [self, generation, ec, grant = std::move(grant)] {
-                                                 self->on_acquire_done(generation, ec, grant);
-                                               });
-                          });
+    sent_wall_ = std::chrono::system_clock::now();
+    auto done = [self = shared(), generation](std::error_code ec, lease_grant grant) {
+      boost::asio::defer(self->get_executor(), [self, generation, ec, grant = std::move(grant)] {
+        self->on_acquire_done(generation, ec, grant);
+      });
+    };
+    // A node whose clock is too far off the backend's only reads (which measures the offset
+    // again) until it is back within max_clock_offset.
+    if (clock_refused())
+      store_->async_read(mutex_name(), std::move(done));
+    else
+      store_->async_acquire(mutex_name(), contender_id(), options().ttl, options().transition,
+                            std::move(done));
   }
 
   void on_acquire_done(std::uint64_t generation, std::error_code ec, const lease_grant& grant) {
@@ -148,7 +154,15 @@ class lease_contend_service final : public contend_service {
       // may change while the store runs (SQL: batched polling).
       const bool new_watch = !watching_ && !grant.owner.is(contender_id()) && watch(generation);
       machine_.set_wakeups(watch_ != 0 && !new_watch ? store_->wakeups() : wakeup_coverage::none);
-      notes = machine_.on_reply(now, grant);
+      if (grant.now != backend_time{})
+        note_backend_clock(grant.now, sent_wall_, std::chrono::system_clock::now());
+      if (clock_refused()) {
+        notes = machine_.on_refused(now, grant);
+        // Won before the offset was known (the first reply measures it): give it back.
+        if (grant.owner.is(contender_id())) release({});
+      } else {
+        notes = machine_.on_reply(now, grant);
+      }
     }
     deliver(notes);
     // Owner before and after, same term: a renewal succeeded.
@@ -214,6 +228,7 @@ class lease_contend_service final : public contend_service {
   std::uint64_t watch_ = 0;  // the store's handle, 0 when none
   bool watching_ = false;    // watch() was asked in this start
   std::function<void()> pending_stop_;
+  std::chrono::system_clock::time_point sent_wall_{};  // wall clock when the request was sent
 };
 
 }  // namespace

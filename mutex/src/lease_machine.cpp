@@ -58,6 +58,17 @@ std::vector<lease_machine::notification> lease_machine::on_reply(time_point now,
   return notes;
 }
 
+std::vector<lease_machine::notification> lease_machine::on_refused(time_point now,
+                                                                   const lease_grant& grant) {
+  std::vector<notification> notes;
+  in_flight_ = false;
+  errors_ = 0;
+  if (leader_) notes.push_back(step_down(mutex_owner{}, release_reason::step_down));
+  known_ = grant.owner.is(self_) ? mutex_owner{} : grant.owner;
+  next_attempt_ = now + std::max(options_.retry_period, options_.poll_interval);
+  return notes;
+}
+
 std::vector<lease_machine::notification> lease_machine::on_error(time_point now) {
   in_flight_ = false;
   ++errors_;

@@ -26,6 +26,8 @@ struct backend_slot {
   histogram latency{histogram::request_bounds()};
   std::array<std::atomic<std::uint64_t>, error_slots> errors{};
   std::array<std::atomic<std::uint64_t>, lease_event_count> events{};
+  std::atomic<std::int64_t> clock_offset_ms{0};
+  std::atomic<bool> clock_known{false};
   std::atomic<bool> used{false};
 };
 
@@ -124,6 +126,9 @@ std::vector<backend_metrics> backend_metrics_snapshot() {
     }
     for (std::size_t e = 0; e < lease_event_count; ++e)
       m.lease_events[e] = s[i].events[e].load(std::memory_order_relaxed);
+    if (s[i].clock_known.load(std::memory_order_relaxed))
+      m.clock_offset =
+          std::chrono::milliseconds{s[i].clock_offset_ms.load(std::memory_order_relaxed)};
     out.push_back(std::move(m));
   }
   return out;
@@ -155,6 +160,14 @@ void record_lease_event(std::string_view type, lease_event e) noexcept {
   auto& s = slot_for(type);
   mark_used(s);
   s.events[static_cast<std::size_t>(e)].fetch_add(1, std::memory_order_relaxed);
+}
+
+void record_clock_offset(std::string_view type, std::chrono::milliseconds offset) noexcept {
+  if (!metrics_enabled()) return;
+  auto& s = slot_for(type);
+  mark_used(s);
+  s.clock_offset_ms.store(offset.count(), std::memory_order_relaxed);
+  s.clock_known.store(true, std::memory_order_relaxed);
 }
 
 }  // namespace detail

@@ -40,6 +40,8 @@ std::vector<setting_problem> check(const contend_options& o) {
     problems.push_back({"poll_interval", "poll_interval must be greater than 0s"});
   if (o.drift_margin < milliseconds::zero())
     problems.push_back({"drift_margin", "drift_margin must not be negative"});
+  if (o.max_clock_offset < milliseconds::zero())
+    problems.push_back({"max_clock_offset", "max_clock_offset must not be negative"});
   if (!problems.empty()) return problems;
   if (o.max_backoff < o.retry_period)
     problems.push_back({"max_backoff", "max_backoff (" + show(o.max_backoff) +

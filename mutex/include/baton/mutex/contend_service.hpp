@@ -14,12 +14,14 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <system_error>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/strand.hpp>
 
+#include "baton/mutex/clock.hpp"
 #include "baton/mutex/contender.hpp"
 #include "baton/mutex/options.hpp"
 #include "baton/mutex/owner.hpp"
@@ -78,6 +80,12 @@ class contend_service : public std::enable_shared_from_this<contend_service> {
   steady_time lease_deadline() const noexcept;
   /// The owner record last reported by the backend.
   mutex_owner last_observed() const;
+  /// The backend's clock minus this host's wall clock, from the latest request that read the
+  /// backend's clock (any thread); nullopt before the first such reply.
+  std::optional<clock_sample> clock_offset() const;
+  /// True while options().max_clock_offset is set and the latest offset is surely beyond it:
+  /// the service does not acquire (and an owner steps down).
+  bool clock_refused() const;
 
   /// Reads the lease-guarded state (empty if never written). Handler runs on the strand.
   virtual void async_read_state(state_handler handler) = 0;
@@ -114,6 +122,12 @@ class contend_service : public std::enable_shared_from_this<contend_service> {
   void notify_observed(const mutex_owner& owner);
   /// On the strand: a backend request failed (the contender may count or log it).
   void notify_error(std::error_code ec);
+  /// On the strand: a reply carried the backend's clock, `backend_now`, read between `sent`
+  /// and `received` (this host's wall clock). Updates clock_offset(); logs `clock.offset` when
+  /// the offset first exceeds 1 s or moves by more than 1 s, and `clock.refused` /
+  /// `clock.accepted` when clock_refused() changes.
+  void note_backend_clock(backend_time backend_now, std::chrono::system_clock::time_point sent,
+                          std::chrono::system_clock::time_point received);
   /// On the strand: true between notify_acquired and notify_released.
   bool leader() const noexcept { return leader_; }
 
@@ -133,6 +147,9 @@ class contend_service : public std::enable_shared_from_this<contend_service> {
   std::uint64_t fence_ = 0;
   steady_time deadline_{};
   mutex_owner observed_;
+  std::optional<clock_sample> clock_;
+  bool clock_refused_ = false;
+  std::chrono::milliseconds clock_logged_{0};  // strand only: the offset last logged
 };
 
 }  // namespace baton

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -69,6 +70,9 @@ struct backend_metrics {
   /// unreadable one. An answer such as "not owner" or a lost compare-and-set is not a failure.
   std::vector<std::pair<std::string, std::uint64_t>> errors;
   std::array<std::uint64_t, lease_event_count> lease_events{};  ///< indexed by lease_event
+  /// The latest measured offset of the backend's clock from this host's wall clock (backend
+  /// minus local, clock.hpp), when any request has measured one.
+  std::optional<std::chrono::milliseconds> clock_offset;
 };
 
 /// Turns collection on or off for the whole process (on by default). Off: the hooks below
@@ -86,6 +90,8 @@ void record_backend_request(std::string_view type, std::chrono::nanoseconds late
 void record_backend_error(std::string_view type, std::error_code ec) noexcept;
 /// Called by the contend services: a lease event on a mutex of backend `type`.
 void record_lease_event(std::string_view type, lease_event e) noexcept;
+/// Called by the contend services: the latest clock offset measured on backend `type`.
+void record_clock_offset(std::string_view type, std::chrono::milliseconds offset) noexcept;
 }  // namespace detail
 
 }  // namespace baton

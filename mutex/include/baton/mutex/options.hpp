@@ -18,6 +18,10 @@ struct contend_options {
   std::chrono::milliseconds drift_margin{0};
   /// Backoff cap for a waiter whose requests fail.
   std::chrono::milliseconds max_backoff{5'000};
+  /// Refuse to lead while this host's wall clock is surely further than this from the
+  /// backend's (clock.hpp): no acquisition, and an owner that finds out steps down. Zero: no
+  /// limit (the offset is still measured, logged and corrected for).
+  std::chrono::milliseconds max_clock_offset{0};
 
   /// The lease a backend grants on acquire/renew.
   std::chrono::milliseconds lease() const noexcept { return ttl + transition; }
@@ -42,7 +46,7 @@ std::string join_messages(const std::vector<setting_problem>& problems);
 /// Every problem of `options`; empty when they are usable. The lease rules: ttl > 0,
 /// transition >= 0, 0 < retry_period < ttl (a failed renewal is retried before the lease runs
 /// out), poll_interval > 0, max_backoff >= retry_period, drift_margin >= 0 and below
-/// ttl + transition.
+/// ttl + transition, max_clock_offset >= 0.
 std::vector<setting_problem> check(const contend_options& options);
 
 /// Throws std::invalid_argument ("lease options: " + the messages of check()) when `options`

@@ -32,6 +32,10 @@ class lease_machine {
   void on_send(time_point now);
   /// The reply to the request in flight arrived at `now`.
   std::vector<notification> on_reply(time_point now, const lease_grant& grant);
+  /// The reply to the request in flight arrived at `now` while this node refuses to lead (its
+  /// clock is too far off the backend's): never owner; an owner steps down (step_down); the next
+  /// request (a read) is due after max(retry_period, poll_interval).
+  std::vector<notification> on_refused(time_point now, const lease_grant& grant);
   /// The request in flight failed at `now`.
   std::vector<notification> on_error(time_point now);
   /// Time passed: steps down when the local lease has run out.
