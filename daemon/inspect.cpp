@@ -185,8 +185,12 @@ int validate(const command_line& cl) {
     out << "  lease:      ttl " << config::format_duration(lease.ttl) << ", transition "
         << config::format_duration(lease.transition) << ", stop_grace "
         << config::format_duration(config->stop_grace_for(s, defaults)) << ", kill_grace "
-        << config::format_duration(config->kill_grace_for(s, defaults)) << "\n";
+        << config::format_duration(config->kill_grace_for(s, defaults)) << ", max_clock_offset "
+        << (lease.max_clock_offset.count() > 0 ? config::format_duration(lease.max_clock_offset)
+                                               : std::string("none"))
+        << "\n";
     js["lease"] = {{"ttl_ms", lease.ttl.count()},
+                   {"max_clock_offset_ms", lease.max_clock_offset.count()},
                    {"transition_ms", lease.transition.count()},
                    {"poll_interval_ms", lease.poll_interval.count()},
                    {"stop_grace_ms", config->stop_grace_for(s, defaults).count()},

@@ -212,6 +212,10 @@ std::string metrics_text(const metrics_input& in) {
         [](const schedule_status& s) { return std::uint64_t{s.paused ? 1u : 0u}; });
   gauge("baton_schedule_running", "1 while a run of the schedule is in progress on this node.",
         [](const schedule_status& s) { return std::uint64_t{s.running ? 1u : 0u}; });
+  gauge("baton_schedule_clock_refused",
+        "1 while this node refuses to lead the schedule: its clock is further from the "
+        "backend's than max_clock_offset.",
+        [](const schedule_status& s) { return std::uint64_t{s.clock_refused ? 1u : 0u}; });
   gauge("baton_schedule_consecutive_failures",
         "Attempts in a row that ended failed, killed or timed_out on this node (0 after a "
         "success).",
@@ -277,6 +281,13 @@ std::string metrics_text(const metrics_input& in) {
     for (const auto& b : backends)
       w.sample(f.name, {{"backend", b.type}}, b.lease_events[static_cast<std::size_t>(f.event)]);
   }
+  w.family("baton_clock_offset_seconds", "gauge",
+           "The backend's clock minus this node's wall clock, as last measured (fire times "
+           "follow the backend's clock); absent until measured.");
+  for (const auto& b : backends)
+    if (b.clock_offset)
+      w.sample("baton_clock_offset_seconds", {{"backend", b.type}},
+               static_cast<double>(b.clock_offset->count()) / 1000.0);
 
   // ---------------------------------------------------------------------------------- daemon
   w.family("baton_build_info", "gauge", "Always 1; the version of this baton as a label.");

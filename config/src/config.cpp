@@ -184,7 +184,7 @@ void read_http(reader& r, const json& value, daemon_config& config) {
 
 const std::initializer_list<std::string_view> lease_keys{
     "ttl",          "transition",  "retry_period", "poll_interval",
-    "drift_margin", "max_backoff", "stop_grace"};
+    "drift_margin", "max_backoff", "stop_grace",   "max_clock_offset"};
 
 lease_config read_lease(reader& r, const json& value, const std::string& path) {
   lease_config lease;
@@ -200,6 +200,7 @@ lease_config read_lease(reader& r, const json& value, const std::string& path) {
   field("drift_margin", lease.drift_margin);
   field("max_backoff", lease.max_backoff);
   field("stop_grace", lease.stop_grace);
+  field("max_clock_offset", lease.max_clock_offset);
   return lease;
 }
 
@@ -218,6 +219,7 @@ std::string lease_problem_path(const setting_problem& problem, const lease_confi
     if (f == "drift_margin") return l.drift_margin.has_value();
     if (f == "max_backoff") return l.max_backoff.has_value();
     if (f == "stop_grace") return l.stop_grace.has_value();
+    if (f == "max_clock_offset") return l.max_clock_offset.has_value();
     return false;
   };
   if (s != nullptr)
@@ -593,6 +595,7 @@ contend_options lease_config::apply(contend_options base) const {
   if (poll_interval) base.poll_interval = *poll_interval;
   if (drift_margin) base.drift_margin = *drift_margin;
   if (max_backoff) base.max_backoff = *max_backoff;
+  if (max_clock_offset) base.max_clock_offset = *max_clock_offset;
   return base;
 }
 
@@ -608,6 +611,7 @@ lease_config lease_config::overlaid(const lease_config& over) const {
   pick(out.drift_margin, over.drift_margin);
   pick(out.max_backoff, over.max_backoff);
   pick(out.stop_grace, over.stop_grace);
+  pick(out.max_clock_offset, over.max_clock_offset);
   return out;
 }
 

@@ -78,8 +78,13 @@ std::string fingerprint(const daemon_config& config, const schedule_config& s,
   j["timeout"] = s.timeout.count();
   j["misfire"] = static_cast<int>(s.misfire);
   const auto lease = config.lease_for(s, backend_defaults);
-  j["lease"] = {lease.ttl.count(),           lease.transition.count(),   lease.retry_period.count(),
-                lease.poll_interval.count(), lease.drift_margin.count(), lease.max_backoff.count()};
+  j["lease"] = {lease.ttl.count(),
+                lease.transition.count(),
+                lease.retry_period.count(),
+                lease.poll_interval.count(),
+                lease.drift_margin.count(),
+                lease.max_backoff.count(),
+                lease.max_clock_offset.count()};
   j["stop_grace"] = config.stop_grace_for(s, backend_defaults).count();
   j["kill_grace"] = config.kill_grace_for(s, backend_defaults).count();
   // CBOR keeps every byte of a value as it is: dump() would throw on an argument or variable

@@ -155,15 +155,17 @@ void schedule_plan::start(const std::optional<recorded_fire>& recorded, sys_time
       return;
     }
     last_fire_ = recorded->last_fire;
-    // A record from the future (another host's clock runs ahead) counts as a fire now.
-    const sys_time last = std::min(recorded->last_fire, now);
+    // Never a slot at or before the recorded one, even when the record is ahead of `now` (a
+    // leader whose clock ran ahead wrote it, or the backend's clock stepped back): waiting is
+    // better than running a fire time twice.
+    const sys_time last = recorded->last_fire;
     if (every->mode == every_mode::fixed_rate) {
       candidate_ = last + every->period;
     } else {
       // The end of the last run; unknown (it was cut short by the handover) = the acquisition.
-      sys_time end = now;
+      sys_time end = std::max(now, last);
       if (recorded->last_end && *recorded->last_end >= recorded->last_fire)
-        end = std::min(*recorded->last_end, now);
+        end = *recorded->last_end;
       candidate_ = end + every->period;
     }
     return;
@@ -171,7 +173,7 @@ void schedule_plan::start(const std::optional<recorded_fire>& recorded, sys_time
   const auto& cron = std::get<cron_trigger>(when_);
   if (recorded) {
     last_fire_ = recorded->last_fire;
-    candidate_ = cron.expression.next(std::min(recorded->last_fire, now));
+    candidate_ = cron.expression.next(recorded->last_fire);
   } else {
     candidate_ = cron.expression.next(now);
   }

@@ -57,7 +57,8 @@ class schedule_runner : public mutex_contender,
   schedule_runner(schedule_options s, contend_options lease, milliseconds stop_grace,
                   std::string contender_id, boost::asio::io_context& io,
                   std::shared_ptr<detail::job_pool> jobs,
-                  std::shared_ptr<const scheduler_clock> clock, record_store& records)
+                  std::shared_ptr<const scheduler_clock> clock, bool follow_backend_clock,
+                  record_store& records)
       : options_(std::move(s)),
         lease_(lease),
         stop_grace_(stop_grace),
@@ -65,6 +66,7 @@ class schedule_runner : public mutex_contender,
         strand_(boost::asio::make_strand(io)),
         jobs_(std::move(jobs)),
         clock_(std::move(clock)),
+        follow_backend_clock_(follow_backend_clock),
         records_(records),
         plan_(options_.when, options_.misfire),
         fire_timer_(strand_),
@@ -129,6 +131,10 @@ class schedule_runner : public mutex_contender,
     }
     s.leader = service_ && service_->is_owner();
     s.fence = service_ ? service_->fence() : 0;
+    if (service_) {
+      s.clock_offset = service_->clock_offset();
+      s.clock_refused = service_->clock_refused();
+    }
     if (!s.leader) s.next_fire.reset();
     s.run_duration = run_duration_.snapshot();
     return s;
@@ -228,7 +234,7 @@ class schedule_runner : public mutex_contender,
     }
     state_ = parsed.value_or(schedule_state{});
     const auto& recorded = state_.fire;
-    const auto now = clock_->now_system();
+    const auto now = now_system();
     plan_.start(recorded, now);
     if (recorded && recorded->last_fire > now)
       logf("state.future")
@@ -338,7 +344,7 @@ class schedule_runner : public mutex_contender,
       logf("schedule.resumed").info("resumed");
       // Restart the cadence from the last fire recorded: slots skipped while paused are missed
       // fires now, and the misfire policy decides (run_once: one catch-up run; skip: dropped).
-      plan_.resume(state_.fire, clock_->now_system());
+      plan_.resume(state_.fire, now_system());
       evaluate();
     } else if (requests) {
       evaluate();
@@ -346,6 +352,15 @@ class schedule_runner : public mutex_contender,
   }
 
   // --- firing -------------------------------------------------------------------------------
+
+  // This host's wall clock, corrected to the backend's when following it: planned fire times,
+  // run records and the cadence all use it.
+  sys_time now_system() const {
+    auto now = clock_->now_system();
+    if (follow_backend_clock_ && service_)
+      if (auto offset = service_->clock_offset()) now += offset->offset;
+    return now;
+  }
 
   void cancel_fire_timer() {
     ++fire_gen_;
@@ -365,7 +380,7 @@ class schedule_runner : public mutex_contender,
   }
 
   void arm_at(sys_time at) {
-    arm_after(at - clock_->now_system(), [self = shared_from_this()] { self->evaluate(); });
+    arm_after(at - now_system(), [self = shared_from_this()] { self->evaluate(); });
   }
 
   void wait_until(std::optional<sys_time> wake) {
@@ -390,7 +405,7 @@ class schedule_runner : public mutex_contender,
         take_manual();
       return;
     }
-    const auto now = clock_->now_system();
+    const auto now = now_system();
     if (controls_.paused) {
       evaluate_paused(now);
       return;
@@ -538,7 +553,7 @@ class schedule_runner : public mutex_contender,
     cancel_fire_timer();
     schedule_state next = state_;
     ++next.manual_runs;
-    const sys_time taken = clock_->now_system();
+    const sys_time taken = now_system();
     service_->async_write_state(format_state(next), [self = shared_from_this(), term = term_, next,
                                                      taken](std::error_code ec) {
       boost::asio::post(self->strand_, [self, term, next, taken, ec] {
@@ -600,7 +615,7 @@ class schedule_runner : public mutex_contender,
     r.fence = fence_;
     r.trigger = trigger;
     r.attempt = attempt;
-    r.started = clock_->now_system();
+    r.started = now_system();
     if (options_.timeout > milliseconds::zero())
       r.deadline = clock_->now_steady() + options_.timeout;
     job_context ctx{options_.name, contender_id_, fence_, slot, r.deadline, r.stop.get_token()};
@@ -645,7 +660,7 @@ class schedule_runner : public mutex_contender,
     ctx.report = nullptr;
     const auto took = std::chrono::steady_clock::now() - started;
     result.took = std::chrono::duration_cast<milliseconds>(took);
-    result.end = clock_->now_system();
+    result.end = now_system();
     // On a job thread: the run's own fence (fence_ belongs to the strand and may have moved on).
     if (result.threw)
       logf("run.failed", ctx.fence)
@@ -702,7 +717,7 @@ class schedule_runner : public mutex_contender,
   void plan_retry(const run& finished, run_outcome outcome) {
     if (!retryable(outcome) || finished.attempt > options_.retries) return;
     const unsigned n = finished.attempt;  // retry n is attempt n + 1
-    const sys_time at = clock_->now_system() + retry_delay(options_.retry_backoff, n);
+    const sys_time at = now_system() + retry_delay(options_.retry_backoff, n);
     if (controls_.paused) {
       logf("run.retry_dropped")
           .info("not retrying the fire at {}: the schedule is paused", fmt_time(finished.fire));
@@ -904,6 +919,7 @@ class schedule_runner : public mutex_contender,
   boost::asio::strand<boost::asio::io_context::executor_type> strand_;
   std::shared_ptr<detail::job_pool> jobs_;
   std::shared_ptr<const scheduler_clock> clock_;
+  bool follow_backend_clock_ = true;
   record_store& records_;
   std::shared_ptr<contend_service> service_;
 
@@ -1014,6 +1030,7 @@ scheduler::scheduler(mutex_backend& backend, runtime& rt, scheduler_options opts
       options_(std::move(opts)),
       id_(options_.contender_id.empty() ? make_contender_id() : options_.contender_id),
       pool_(std::make_unique<pool>()) {
+  if (options_.clock) options_.follow_backend_clock = false;  // offsets are against real time
   if (!options_.clock) options_.clock = system_scheduler_clock();
   if (options_.lease) validate(*options_.lease);
   pool_->jobs = std::make_shared<detail::job_pool>(std::max(1u, options_.job_threads));
@@ -1051,9 +1068,9 @@ void scheduler::add(schedule_options s) {
   const contend_options lease = checked.lease;
   const auto grace = checked.stop_grace;
   auto name = s.name;
-  auto runner =
-      std::make_shared<detail::schedule_runner>(std::move(s), lease, grace, id_, runtime_.io(),
-                                                pool_->jobs, options_.clock, backend_.records());
+  auto runner = std::make_shared<detail::schedule_runner>(
+      std::move(s), lease, grace, id_, runtime_.io(), pool_->jobs, options_.clock,
+      options_.follow_backend_clock, backend_.records());
   try {
     runner->attach(backend_.make_contend_service(name, runner, lease, id_));
   } catch (const std::invalid_argument& e) {

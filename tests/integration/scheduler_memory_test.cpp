@@ -8,6 +8,7 @@
 #include <condition_variable>
 #include <future>
 #include <mutex>
+#include <set>
 #include <stdexcept>
 #include <thread>
 
@@ -454,6 +455,64 @@ TEST_F(scheduler_memory, skipped_fires_count_as_outcomes_but_not_as_run_duration
   EXPECT_EQ(s.run_duration.count, s.runs);
   EXPECT_EQ(attempts(s), s.runs);
   ASSERT_TRUE(s.last_success);  // the runs that finished before the stop succeeded
+}
+
+}  // namespace baton
+
+// --- clocks ----------------------------------------------------------------------------------
+
+namespace baton {
+namespace {
+
+schedule_options every_second_cron(job_function job) {
+  schedule_options s;
+  s.name = "cron-tick";
+  s.when = cron_trigger{cron_expression::parse("* * * * * *", "UTC")};
+  s.job = std::move(job);
+  s.lease = steady_lease();
+  return s;
+}
+
+}  // namespace
+
+// The backend's clock runs two minutes ahead of both nodes' (as if both were behind): each
+// leader fires at the backend's instants, and the one that takes over continues with the next
+// slot after the recorded one (before the fix, a PostgreSQL node two minutes behind re-ran 42
+// recorded slots of a 6-field cron).
+TEST(scheduler_clock, every_leader_fires_on_the_backends_clock_once_per_slot) {
+  constexpr auto ahead = std::chrono::milliseconds{2min};
+  runtime rt{runtime::options{2, 1}};
+  auto store = std::make_shared<memory_lease_store>([ahead] {
+    return std::chrono::time_point_cast<std::chrono::milliseconds>(sys::now()) + ahead;
+  });
+  lease_store_backend backend("memory", rt, store, store, short_lease());
+  journal record;
+  scheduler a(backend, rt, scheduler_options{2, std::nullopt, "node-a", nullptr});
+  scheduler b(backend, rt, scheduler_options{2, std::nullopt, "node-b", nullptr});
+  a.add(every_second_cron(record.job("node-a", 20ms)));
+  b.add(every_second_cron(record.job("node-b", 20ms)));
+  a.start();
+  ASSERT_TRUE(test::wait_until([&] { return record.count("node-a") >= 2; }, 10s));
+  b.start();
+  a.stop(1s);
+  ASSERT_TRUE(test::wait_until([&] { return record.count("node-b") >= 3; }, 15s));
+  const auto b_status = b.status().at(0);
+  b.stop(1s);
+  ASSERT_TRUE(b_status.clock_offset.has_value());
+  EXPECT_NEAR(static_cast<double>(b_status.clock_offset->offset.count()),
+              static_cast<double>(ahead.count()), 1'000.0);
+  auto runs = record.runs();
+  std::set<sys::time_point> slots;
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    const auto& r = runs[i];
+    EXPECT_TRUE(slots.insert(r.fire_time).second) << "slot run twice by " << r.node;
+    if (i > 0) EXPECT_GT(r.fire_time, runs[i - 1].fire_time) << "run " << i;
+    // The slot is on the backend's clock: the node's own clock reads it two minutes earlier.
+    EXPECT_LT(std::chrono::abs(r.started_wall + ahead - r.fire_time), 1500ms)
+        << r.node << " fired slot " << format_rfc3339_utc(r.fire_time) << " at local "
+        << format_rfc3339_utc(r.started_wall);
+  }
+  EXPECT_EQ(record.max_running(), 1);
 }
 
 }  // namespace baton

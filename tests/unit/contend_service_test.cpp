@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <array>
+#include <atomic>
 #include <deque>
 #include <mutex>
 
@@ -351,4 +352,76 @@ TEST(contend_service, lease_events_say_acquired_renewed_lost_step_down_and_relea
   EXPECT_EQ(delta(before, "other", ev::step_down), 1u);
   EXPECT_EQ(who->snapshot(), (std::vector<std::string>{"acquired:1", "released", "acquired:3",
                                                        "released", "acquired:3", "released"}));
+}
+
+// --- the backend's clock ---------------------------------------------------------------------
+
+namespace {
+// A memory store whose clock runs `ahead` of this host's.
+std::shared_ptr<baton::memory_lease_store> store_ahead(std::chrono::milliseconds ahead) {
+  return std::make_shared<baton::memory_lease_store>([ahead] {
+    return std::chrono::time_point_cast<std::chrono::milliseconds>(
+               std::chrono::system_clock::now()) +
+           ahead;
+  });
+}
+}  // namespace
+
+TEST(contend_service, measures_the_backends_clock_and_leads_without_a_limit) {
+  baton::runtime rt;
+  auto who = std::make_shared<recorder>();
+  auto s = baton::make_lease_contend_service(rt.io(), store_ahead(1h), "clock-free", "me", who,
+                                             short_options());
+  EXPECT_FALSE(s->clock_offset().has_value());
+  s->start();
+  ASSERT_TRUE(baton::test::wait_until([&] { return s->is_owner(); }, 5s));
+  const auto offset = s->clock_offset();
+  ASSERT_TRUE(offset.has_value());
+  EXPECT_NEAR(static_cast<double>(offset->offset.count()), 3'600'000.0, 1'000.0);
+  EXPECT_LT(offset->uncertainty, 1s);
+  EXPECT_FALSE(s->clock_refused());
+  EXPECT_TRUE(s->stop_and_wait(5s));
+}
+
+TEST(contend_service, refuses_to_lead_beyond_max_clock_offset_and_gives_back_a_lease_won_first) {
+  baton::runtime rt;
+  auto store = store_ahead(-2min);  // this host is two minutes ahead of the backend
+  auto who = std::make_shared<recorder>();
+  auto o = short_options();
+  o.max_clock_offset = 30s;
+  auto s = baton::make_lease_contend_service(rt.io(), store, "clock-refused", "me", who, o);
+  s->start();
+  ASSERT_TRUE(baton::test::wait_until([&] { return s->clock_refused(); }, 5s));
+  // Several rounds later: never owner, never told it acquired, and the mutex is free again.
+  auto other = std::make_shared<recorder>();
+  auto o2 = short_options();
+  auto peer = baton::make_lease_contend_service(rt.io(), store, "clock-refused", "peer", other, o2);
+  peer->start();
+  ASSERT_TRUE(baton::test::wait_until([&] { return peer->is_owner(); }, 5s));
+  EXPECT_FALSE(s->is_owner());
+  EXPECT_TRUE(who->snapshot().empty());
+  EXPECT_NEAR(static_cast<double>(s->clock_offset()->offset.count()), -120'000.0, 1'000.0);
+  EXPECT_TRUE(peer->stop_and_wait(5s));
+  EXPECT_TRUE(s->stop_and_wait(5s));
+}
+
+TEST(contend_service, leads_once_the_clock_is_back_within_max_clock_offset) {
+  baton::runtime rt;
+  std::atomic<long long> ahead_ms{-120'000};
+  auto store = std::make_shared<baton::memory_lease_store>([&ahead_ms] {
+    return std::chrono::time_point_cast<std::chrono::milliseconds>(
+               std::chrono::system_clock::now()) +
+           std::chrono::milliseconds{ahead_ms.load()};
+  });
+  auto who = std::make_shared<recorder>();
+  auto o = short_options();
+  o.max_clock_offset = 30s;
+  auto s = baton::make_lease_contend_service(rt.io(), store, "clock-back", "me", who, o);
+  s->start();
+  ASSERT_TRUE(baton::test::wait_until([&] { return s->clock_refused(); }, 5s));
+  EXPECT_FALSE(s->is_owner());
+  ahead_ms = 0;  // the clock was fixed
+  ASSERT_TRUE(baton::test::wait_until([&] { return s->is_owner(); }, 5s));
+  EXPECT_FALSE(s->clock_refused());
+  EXPECT_TRUE(s->stop_and_wait(5s));
 }

@@ -249,3 +249,31 @@ TEST(lease_machine, stop_while_owner_is_a_release_on_purpose) {
   EXPECT_EQ(notes[0].why, baton::release_reason::released);
   EXPECT_FALSE(m.leader());
 }
+
+TEST(lease_machine, a_refused_reply_never_makes_owner_and_waits_before_asking_again) {
+  fake_clock clock;
+  auto m = make_machine();
+  m.on_send(clock.now);
+  // The acquire that measured the offset won: still not owner, nothing to tell.
+  auto notes = m.on_refused(clock.now, grant("me", 3, 5'000));
+  EXPECT_TRUE(notes.empty());
+  EXPECT_FALSE(m.leader());
+  EXPECT_FALSE(m.in_flight());
+  EXPECT_TRUE(m.known_owner().empty());
+  EXPECT_EQ(m.next_attempt(), clock.now + 300ms);  // max(retry_period 100 ms, poll 300 ms)
+}
+
+TEST(lease_machine, an_owner_whose_clock_is_refused_steps_down) {
+  fake_clock clock;
+  auto m = make_machine();
+  m.on_send(clock.now);
+  ASSERT_EQ(m.on_reply(clock.now, grant("me", 4, 5'000)).size(), 1u);
+  clock.advance(500ms);
+  m.on_send(clock.now);
+  auto notes = m.on_refused(clock.now, grant("me", 4, 5'500));
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_FALSE(notes[0].acquired);
+  EXPECT_EQ(notes[0].why, baton::release_reason::step_down);
+  EXPECT_EQ(notes[0].state.before.fence, 4u);
+  EXPECT_FALSE(m.leader());
+}

@@ -200,11 +200,40 @@ TEST(schedule_plan, run_once_decide_starts_a_catch_up) {
   EXPECT_EQ(d.missed_since, t0 + 1h);
 }
 
-TEST(schedule_plan, a_record_from_a_clock_ahead_of_ours_counts_as_a_fire_now) {
+TEST(schedule_plan, a_record_from_a_clock_ahead_of_ours_is_never_fired_again) {
   schedule_plan plan(every(1h), misfire_policy::run_once);
   plan.start(recorded_fire{t0 + 2s, 1, std::nullopt}, t0);
-  EXPECT_EQ(plan.due(t0).wake, t0 + 1h);
+  EXPECT_EQ(plan.due(t0).wake, t0 + 1h + 2s);
   EXPECT_EQ(plan.last_fire(), t0 + 2s);
+}
+
+// Measured before the fix: a PostgreSQL node two minutes behind took over and re-ran 42 slots
+// of a 6-field cron that had already run ("the recorded last fire is in the future").
+TEST(schedule_plan, a_cron_leader_whose_clock_is_behind_never_runs_a_recorded_slot_again) {
+  schedule_plan plan(cron("*/2 * * * * *"), misfire_policy::run_once);
+  const sys_time recorded = t0 + 2min;  // written by a leader whose clock was right
+  plan.start(recorded_fire{recorded, 7, std::nullopt}, t0);
+  std::vector<sys_time> fired;
+  for (sys_time now = t0; now <= t0 + 3min; now += 500ms) {
+    auto d = plan.decide(now, false, long_lease, grace);
+    if (d.what != decision::start) continue;
+    fired.push_back(d.slot);
+    plan.fired(d.slot);
+  }
+  ASSERT_FALSE(fired.empty());
+  EXPECT_GT(fired.front(), recorded);
+  EXPECT_EQ(fired.front(), recorded + 2s);
+  for (std::size_t i = 1; i < fired.size(); ++i) EXPECT_GT(fired[i], fired[i - 1]);
+}
+
+TEST(schedule_plan, every_and_fixed_delay_never_plan_a_slot_at_or_before_a_future_record) {
+  for (auto mode : {every_mode::fixed_rate, every_mode::fixed_delay}) {
+    schedule_plan plan(every(1s, 0ms, mode), misfire_policy::run_once);
+    plan.start(recorded_fire{t0 + 2min, 3, std::nullopt}, t0);
+    const auto wake = plan.due(t0).wake;
+    ASSERT_TRUE(wake.has_value());
+    EXPECT_GT(*wake, t0 + 2min);
+  }
 }
 
 // --- overlap ---------------------------------------------------------------------------------

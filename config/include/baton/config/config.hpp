@@ -48,6 +48,9 @@ struct lease_config {
   std::optional<std::chrono::milliseconds> poll_interval;
   std::optional<std::chrono::milliseconds> drift_margin;
   std::optional<std::chrono::milliseconds> max_backoff;
+  /// Refuse to lead while this host's clock is further than this from the backend's (0: no
+  /// limit; contend_options::max_clock_offset).
+  std::optional<std::chrono::milliseconds> max_clock_offset;
   /// Jobs are asked to stop this long before the local lease ends (scheduler stop_grace).
   std::optional<std::chrono::milliseconds> stop_grace;
 

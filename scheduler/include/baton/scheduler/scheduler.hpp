@@ -87,6 +87,11 @@ struct scheduler_options {
   /// Time source; null = system_scheduler_clock(). Its steady time must follow
   /// std::chrono::steady_clock (it is compared with lease deadlines); timers wait in real time.
   std::shared_ptr<const scheduler_clock> clock;
+  /// Fire on the backend's clock: planned fire times are this host's wall clock plus the offset
+  /// the schedule's contend service measured (baton/mutex/clock.hpp), so that every leader
+  /// fires at the same instants whatever its own clock says. Not applied with an injected
+  /// `clock` (the offset is measured against the real wall clock).
+  bool follow_backend_clock = true;
 };
 
 /// A snapshot of one schedule on this node.
@@ -123,6 +128,11 @@ struct schedule_status {
   histogram_snapshot run_duration;
   /// When the last successful attempt on this node ended (wall clock).
   std::optional<std::chrono::system_clock::time_point> last_success;
+  /// The backend's clock minus this host's, as last measured by the schedule's contend service
+  /// (nullopt before the first measurement).
+  std::optional<clock_sample> clock_offset;
+  /// This node refuses to lead the schedule: its clock is beyond max_clock_offset.
+  bool clock_refused = false;
 };
 
 namespace detail {
