@@ -112,7 +112,8 @@ TEST(config, full_config_round_trips_into_typed_options) {
                 "create_table": false, "pool_size": 2, "poll_interval": "200ms",
                 "statement_timeout": "1s"},
     "lease": {"ttl": "4s", "transition": "2s", "retry_period": "500ms", "poll_interval": "250ms",
-              "drift_margin": "100ms", "max_backoff": "2s", "stop_grace": "800ms"},
+              "drift_margin": "100ms", "max_backoff": "2s", "stop_grace": "800ms",
+              "max_clock_offset": "30s"},
     "kill_grace": "500ms",
     "log_level": "debug",
     "schedules": [
@@ -158,6 +159,7 @@ TEST(config, full_config_round_trips_into_typed_options) {
   EXPECT_EQ(lease.poll_interval, 250ms);
   EXPECT_EQ(lease.drift_margin, 100ms);
   EXPECT_EQ(lease.max_backoff, 2s);
+  EXPECT_EQ(lease.max_clock_offset, 30s);
   EXPECT_EQ(c.stop_grace_for(hb, backend_defaults), 1s);
   EXPECT_EQ(c.kill_grace_for(hb, backend_defaults), 250ms);
 
@@ -755,6 +757,12 @@ TEST(config_lease, max_backoff_and_drift_margin) {
                              "drift_margin": "2s"})"),
               HasSubstr("/lease/drift_margin: drift_margin (2s) must be less than ttl + "
                         "transition (2s)"));
+}
+
+TEST(config_lease, max_clock_offset_is_a_duration_and_off_by_default) {
+  EXPECT_THAT(lease_error(R"({"max_clock_offset": "soon"})"), HasSubstr("/lease/max_clock_offset"));
+  EXPECT_THAT(lease_error(R"({"max_clock_offset": 5})"), HasSubstr("/lease/max_clock_offset"));
+  EXPECT_EQ(baton::contend_options{}.max_clock_offset, 0ms);
 }
 
 TEST(config_lease, kill_grace_must_not_outlast_stop_grace) {
