@@ -253,7 +253,7 @@ backend_json() {
     sqlite) printf '{"type": "sqlite", "path": "%s/baton.db"}' "$dir" ;;
     postgresql)
       printf '{"type": "postgresql", "connection": "dbname=baton_test user=postgres host=%s port=%s connect_timeout=5"%s}' \
-        "$host" "${port:-$BATON_TEST_POSTGRES_PORT}" "${3:+, \"statement_timeout\": \"3s\"}" ;;
+        "$host" "${port:-$BATON_TEST_POSTGRES_PORT}" "${3:+, \"statement_timeout\": \"5s\"}" ;;
     mysql)
       printf '{"type": "mysql", "connection": "db=baton_test user=baton password=baton host=%s port=%s"}' \
         "$host" "${port:-$BATON_TEST_MYSQL_PORT}" ;;
@@ -453,7 +453,12 @@ run_scenario() {
       }
       backend_cfg=$(backend_json "$backend" "$dir" "$NS_HOST_IP" "$PROXY_PORT")
       # 200 ms each way and 10% loss: a lease long enough for retransmissions.
-      [[ $backend == zookeeper ]] || lease='{"ttl": "6s", "transition": "5s"}'
+      # PostgreSQL's first requests (connect, check and create the tables) take several round
+      # trips each: statement_timeout 5 s and a longer lease.
+      case "$backend" in
+        redis) lease='{"ttl": "6s", "transition": "5s"}' ;;
+        postgresql) lease='{"ttl": "8s", "transition": "8s"}' ;;
+      esac
       recovery_bound=25
       for node in node1 node2 node3; do node_prefix[$node]="ip netns exec $NS"; done
       ;;
