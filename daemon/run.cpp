@@ -20,6 +20,7 @@
 #include "commands.hpp"
 #include "http.hpp"
 #include "output.hpp"
+#include "stall_detector.hpp"
 #include "stop_policy.hpp"
 #include "systemd_notify.hpp"
 
@@ -205,6 +206,9 @@ int run(const command_line& cl) {
     log().warn("{}: /backend/type: SINGLE PROCESS ONLY: {}", config->source, d->process_local);
 
   runtime rt;
+  // Logs `process.stalled` when the process (or its io threads) did not run for a while
+  // (SIGSTOP, CPU starvation): leases may have run out locally meanwhile. Stopped before `rt`.
+  stall_detector stalls(rt.io());
   // HTTP: /metrics, /healthz, /readyz (http.hpp); off unless http.listen or --http-listen.
   std::unique_ptr<http_endpoints> http;
   try {
@@ -260,6 +264,7 @@ int run(const command_line& cl) {
     systemd.ready(ready_status(*config, *sched));  // also after a rejected reload
   }
   if (http) http->stopping();
+  stalls.stop();  // a graceful stop may block io threads on purpose
   systemd.stopping(std::string("stopping on ") + signal_name(sig));
   using clock = std::chrono::steady_clock;
   const clock::time_point since = clock::now();  // next_stop_step: stop_gracefully

@@ -77,11 +77,9 @@ source "$ROOT/scripts/deps.sh"
 baton_ensure_packages "${BATON_BUILD_PACKAGES[@]}" "${BATON_TEST_PACKAGES[@]}" || exit 1
 
 # ------------------------------------------------------------------------------------- build
-echo "test.sh: configuring $build_dir${sanitize:+ (sanitize=$sanitize)}" >&2
-cmake -S "$ROOT" -B "$build_dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBATON_BUILD_TESTS=ON \
-  "-DBATON_SANITIZE=$sanitize"
-echo "test.sh: building with $jobs jobs" >&2
-cmake --build "$build_dir" -j "$jobs"
+# shellcheck source=build.sh
+source "$ROOT/scripts/build.sh"
+baton_build test.sh "$build_dir" "$jobs" "$sanitize"
 
 # ------------------------------------------------------------------------------- config fuzz
 # The config loader's fuzz test (tests/fuzz/) under ASan+UBSan, in a build of its own that holds
