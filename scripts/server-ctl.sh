@@ -11,13 +11,15 @@
 #          start    start again, wait until it accepts clients (no-op when running)
 #          restart  stop, then start
 #          status   exit 0 when running and answering
-# SERVER:  postgres | mariadb | redis | redis-auth | zookeeper
+# SERVER:  postgres | mariadb | redis | redis-auth | zookeeper | redis-primary | redis-replica |
+#          sentinel-1 | sentinel-2 | sentinel-3 (the Sentinel topology, by original role) |
+#          redis-sentinel (status only: the whole topology healthy)
 #
 # Exit status: 0 done, 1 failed (the server's log tail is printed), 2 usage error.
 set -euo pipefail
 
 if (($# != 2)); then
-  sed -n '2,16p' "$0" >&2
+  sed -n '2,18p' "$0" >&2
   exit 2
 fi
 

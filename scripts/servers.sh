@@ -1,9 +1,12 @@
 # shellcheck shell=bash
-# Test servers on loopback: PostgreSQL, MariaDB, Redis (plain and with auth) and ZooKeeper.
+# Test servers on loopback: PostgreSQL, MariaDB, Redis (plain, with auth, and a Sentinel topology)
+# and ZooKeeper.
 # Source this file, then:
 #
 #   baton_start_postgres DIR     baton_start_mariadb DIR     baton_start_redis DIR
 #   baton_start_redis_auth DIR   baton_start_zookeeper DIR   baton_start_all DIR
+#   baton_start_redis_sentinel DIR   (one master, one replica, three sentinels; see below)
+#   baton_redis_sentinel_master  (prints host:port of the master the sentinels name now)
 #   baton_stop_servers           (stops everything started from this shell; idempotent)
 #   baton_server_ctl ACTION SERVER   (what scripts/server-ctl.sh runs)
 #   baton_restart_postgres
@@ -25,6 +28,10 @@
 #   BATON_TEST_REDIS_AUTH_URL    "redis://:secret@127.0.0.1:PORT2"   (requirepass secret)
 #   BATON_TEST_REDIS_ACL_URL     "redis://baton:secret2@127.0.0.1:PORT2"   (ACL user baton)
 #   BATON_TEST_REDIS_AUTH_PORT, BATON_TEST_REDIS_AUTH_DIR
+#   BATON_TEST_REDIS_SENTINELS   "127.0.0.1:S1,127.0.0.1:S2,127.0.0.1:S3"
+#   BATON_TEST_REDIS_SENTINEL_MASTER  "mymaster"
+#   BATON_TEST_REDIS_SENTINEL_DIR     DIR/redis-sentinel (members in redis-primary/,
+#                                redis-replica/, sentinel-1/ .. sentinel-3/)
 #   BATON_TEST_ZOOKEEPER         "127.0.0.1:PORT"
 #   BATON_TEST_ZOOKEEPER_PORT, BATON_TEST_ZOOKEEPER_DATADIR, BATON_TEST_ZOOKEEPER_DIR
 #
@@ -36,8 +43,18 @@
 #   Redis auth  baton_secret / Rd/Zq6@x:y       (ACL user, all commands and keys)
 #
 # scripts/server-ctl.sh ACTION SERVER (ACTION: stop|start|restart|kill|status; SERVER:
-# postgres|mariadb|redis|redis-auth|zookeeper) finds a server through BATON_TEST_<X>_DIR, so it
-# works from any process that inherited these variables (e.g. a test run by ctest).
+# postgres|mariadb|redis|redis-auth|zookeeper, and the Sentinel topology's members by their
+# original roles: redis-primary|redis-replica|sentinel-1|sentinel-2|sentinel-3) finds a server
+# through BATON_TEST_<X>_DIR, so it works from any process that inherited these variables (e.g. a
+# test run by ctest). `status redis-sentinel` is true when the topology is healthy: all sentinels
+# name one master, it has one replica online, each sentinel knows the replica and the two others.
+#
+# Redis Sentinel: redis-primary starts as master, redis-replica with `replicaof` it, and three
+# sentinels (`redis-server sentinel.conf --sentinel`, each with its own file, which sentinels
+# rewrite) monitor it as "mymaster" (quorum 2, down-after-milliseconds 1000, failover-timeout
+# 4000). After a failover the roles are swapped: baton_redis_sentinel_master says which is master.
+# A killed master restarted with `start` comes back empty (no persistence) and the sentinels make
+# it a replica of the new master.
 
 BATON_SCRIPTS_DIR=${BATON_SCRIPTS_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)}
 
@@ -475,6 +492,10 @@ EOF
   if [[ -f "$dir/auth.conf" ]]; then
     echo "include $dir/auth.conf" >>"$dir/redis.conf"
   fi
+  # A replica (Sentinel topology): DIR/replicaof holds "HOST PORT" of its master.
+  if [[ -f "$dir/replicaof" ]]; then
+    echo "replicaof $(cat "$dir/replicaof")" >>"$dir/redis.conf"
+  fi
 }
 
 _baton_redis_launch() {
@@ -548,6 +569,126 @@ EOF
   _baton_start_loop redis "$dir" "$BATON_START_TIMEOUT" || return 1
   _baton_redis_auth_export "$dir"
   _baton_msg "Redis (auth) ready on 127.0.0.1:$BATON_TEST_REDIS_AUTH_PORT in $(_baton_elapsed "$start")s"
+}
+
+# ------------------------------------------------------------------------- Redis Sentinel
+# DIR/redis-sentinel/: redis-primary (a master), redis-replica (replicaof the primary) and
+# sentinel-1..3 (redis-server sentinel.conf --sentinel; each its own config file, which the
+# sentinel rewrites), monitoring "mymaster" with quorum 2, down-after 1 s, failover-timeout 4 s.
+# baton_server_ctl names the members by their original roles, whichever is master now.
+
+_BATON_SENTINEL_MASTER=mymaster
+
+_baton_sentinel_configure() { # DIR PORT (the primary is DIR/../redis-primary)
+  local dir=$1 port=$2 primary
+  primary=$(_baton_redis_port "$dir/../redis-primary") || return 1
+  cat >"$dir/sentinel.conf" <<EOF
+port $port
+bind 127.0.0.1
+daemonize no
+dir $dir
+logfile ""
+sentinel resolve-hostnames no
+sentinel monitor $_BATON_SENTINEL_MASTER 127.0.0.1 $primary 2
+sentinel down-after-milliseconds $_BATON_SENTINEL_MASTER 1000
+sentinel failover-timeout $_BATON_SENTINEL_MASTER 4000
+sentinel parallel-syncs $_BATON_SENTINEL_MASTER 1
+EOF
+}
+
+_baton_sentinel_launch() {
+  local dir=$1
+  _baton_spawn "$dir" "$dir/sentinel.log" redis-server "$dir/sentinel.conf" --sentinel
+}
+
+_baton_sentinel_port() { _baton_conf_get "$1/sentinel.conf" port; }
+
+_baton_sentinel_cli() { # DIR ARGS...
+  local dir=$1
+  shift
+  timeout 2 redis-cli -h 127.0.0.1 -p "$(_baton_sentinel_port "$dir")" "$@"
+}
+
+_baton_sentinel_ready() {
+  [[ "$(_baton_sentinel_cli "$1" ping 2>/dev/null)" == PONG ]] &&
+    [[ -n "$(_baton_sentinel_cli "$1" sentinel get-master-addr-by-name \
+      "$_BATON_SENTINEL_MASTER" 2>/dev/null)" ]]
+}
+
+_baton_sentinel_stop() { _baton_signal_stop "$1" TERM; }
+_baton_sentinel_kill() { _baton_signal_stop "$1" KILL; }
+
+# baton_redis_sentinel_master: prints host:port of the master the first answering sentinel names.
+baton_redis_sentinel_master() {
+  local base=${BATON_TEST_REDIS_SENTINEL_DIR:-} i answer
+  for i in 1 2 3; do
+    answer=$(_baton_sentinel_cli "$base/sentinel-$i" sentinel get-master-addr-by-name \
+      "$_BATON_SENTINEL_MASTER" 2>/dev/null | paste -sd:) || continue
+    if [[ "$answer" =~ ^[^:]+:[0-9]+$ ]]; then
+      echo "$answer"
+      return 0
+    fi
+  done
+  _baton_msg "no sentinel names master $_BATON_SENTINEL_MASTER"
+  return 1
+}
+
+# _baton_redis_sentinel_healthy: true when every sentinel names the same master, that master
+# says role:master with one replica online, and each sentinel knows a replica that is not down
+# and the two other sentinels: a failover can start from here.
+_baton_redis_sentinel_healthy() {
+  local base=${BATON_TEST_REDIS_SENTINEL_DIR:-} i master="" answer host port
+  [[ -d "$base" ]] || return 1
+  for i in 1 2 3; do
+    answer=$(_baton_sentinel_cli "$base/sentinel-$i" sentinel get-master-addr-by-name \
+      "$_BATON_SENTINEL_MASTER" 2>/dev/null | paste -sd:) || return 1
+    [[ -n "$answer" ]] || return 1
+    [[ -z "$master" || "$master" == "$answer" ]] || return 1
+    master=$answer
+    [[ "$(_baton_sentinel_cli "$base/sentinel-$i" sentinel sentinels \
+      "$_BATON_SENTINEL_MASTER" 2>/dev/null | grep -cx name)" == 2 ]] || return 1
+    _baton_sentinel_cli "$base/sentinel-$i" sentinel replicas "$_BATON_SENTINEL_MASTER" \
+      2>/dev/null | paste -sd' ' | grep -Eq 'flags slave( |$)' || return 1
+  done
+  host=${master%:*}
+  port=${master##*:}
+  answer=$(timeout 2 redis-cli -h "$host" -p "$port" info replication 2>/dev/null | tr -d '\r')
+  grep -qx 'role:master' <<<"$answer" || return 1
+  grep -qx 'connected_slaves:1' <<<"$answer" || return 1
+  grep -Eq '^slave0:.*state=online' <<<"$answer"
+}
+
+baton_start_redis_sentinel() {
+  local base dir start member i sentinels=""
+  start=$(_baton_now)
+  base=$(_baton_prepare_dir "${1:-}" redis-sentinel "") || return 1
+  dir=$(_baton_prepare_dir "$base" redis-primary "") || return 1
+  _baton_register redis "$dir"
+  _baton_start_loop redis "$dir" "$BATON_START_TIMEOUT" || return 1
+  dir=$(_baton_prepare_dir "$base" redis-replica "") || return 1
+  echo "127.0.0.1 $(_baton_redis_port "$base/redis-primary")" >"$dir/replicaof"
+  _baton_register redis "$dir"
+  _baton_start_loop redis "$dir" "$BATON_START_TIMEOUT" || return 1
+  for i in 1 2 3; do
+    member=$(_baton_prepare_dir "$base" "sentinel-$i" "") || return 1
+    _baton_register sentinel "$member"
+    _baton_start_loop sentinel "$member" "$BATON_START_TIMEOUT" || return 1
+    sentinels+="${sentinels:+,}127.0.0.1:$(_baton_sentinel_port "$member")"
+  done
+  export BATON_TEST_REDIS_SENTINEL_DIR="$base"
+  export BATON_TEST_REDIS_SENTINELS="$sentinels"
+  export BATON_TEST_REDIS_SENTINEL_MASTER="$_BATON_SENTINEL_MASTER"
+  # The sentinels find the replica and each other through the master (hello messages, ~2 s).
+  local deadline=$((SECONDS + BATON_START_TIMEOUT))
+  until _baton_redis_sentinel_healthy; do
+    if ((SECONDS >= deadline)); then
+      _baton_msg "Redis Sentinel topology not healthy after ${BATON_START_TIMEOUT}s"
+      _baton_tail "$base"/*/*.log
+      return 1
+    fi
+    sleep 0.2
+  done
+  _baton_msg "Redis Sentinel ready (master 127.0.0.1:$(_baton_redis_port "$base/redis-primary"), sentinels $sentinels) in $(_baton_elapsed "$start")s"
 }
 
 # ------------------------------------------------------------------------------ ZooKeeper
@@ -659,7 +800,8 @@ baton_start_all() {
     baton_start_postgres "$base" &&
     baton_start_mariadb "$base" &&
     baton_start_redis "$base" &&
-    baton_start_redis_auth "$base"
+    baton_start_redis_auth "$base" &&
+    baton_start_redis_sentinel "$base"
 }
 
 # baton_stop_servers: stops every server started from this shell (also ones restarted since
@@ -687,6 +829,9 @@ _baton_server_locate() {
     redis) echo "redis ${BATON_TEST_REDIS_DIR:-}" ;;
     redis-auth) echo "redis ${BATON_TEST_REDIS_AUTH_DIR:-}" ;;
     zookeeper) echo "zookeeper ${BATON_TEST_ZOOKEEPER_DIR:-}" ;;
+    redis-primary | redis-replica) echo "redis ${BATON_TEST_REDIS_SENTINEL_DIR:-}/$1" ;;
+    sentinel-1 | sentinel-2 | sentinel-3) echo "sentinel ${BATON_TEST_REDIS_SENTINEL_DIR:-}/$1" ;;
+    redis-sentinel) echo "redis-sentinel ${BATON_TEST_REDIS_SENTINEL_DIR:-}" ;;
     *) return 1 ;;
   esac
 }
@@ -700,10 +845,19 @@ _baton_server_locate() {
 baton_server_ctl() {
   local action=${1:-} server=${2:-} kind dir located pid
   located=$(_baton_server_locate "$server") || {
-    _baton_msg "unknown server '$server' (postgres|mariadb|redis|redis-auth|zookeeper)"
+    _baton_msg "unknown server '$server' (postgres|mariadb|redis|redis-auth|zookeeper|redis-primary|redis-replica|sentinel-1|sentinel-2|sentinel-3|redis-sentinel)"
     return 2
   }
   read -r kind dir <<<"$located"
+  if [[ $kind == redis-sentinel ]]; then
+    # The whole topology: only "status" (healthy: see _baton_redis_sentinel_healthy).
+    if [[ $action != status ]]; then
+      _baton_msg "redis-sentinel: only 'status' (act on redis-primary, redis-replica, sentinel-N)"
+      return 2
+    fi
+    _baton_redis_sentinel_healthy
+    return
+  fi
   if [[ -z "$dir" || ! -d "$dir" ]]; then
     _baton_msg "$server: its BATON_TEST_*_DIR variable is unset or not a directory (start the servers with scripts/test.sh or scripts/servers.sh)"
     return 2

@@ -4,8 +4,11 @@
 #if __has_include(<baton/backends/redis/redis_backend.hpp>)
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "../../backends/redis/src/redis_config.hpp"
 #include "../../backends/redis/src/reply.hpp"
+#include "baton/backends/redis/redis_backend.hpp"
 #include "baton/mutex/errc.hpp"
 
 using namespace std::chrono_literals;
@@ -121,13 +124,112 @@ TEST(redis_settings, bad_parameters_are_named) {
     }
     return std::string("accepted");
   };
-  EXPECT_NE(message({}).find("'url' is missing"), std::string::npos);
+  EXPECT_NE(message({}).find("missing: give url"), std::string::npos);
   EXPECT_NE(message({{"url", "redis://h"}, {"key_prefix", "{x}"}}).find("key_prefix"),
             std::string::npos);
   EXPECT_NE(message({{"url", "redis://h"}, {"poll_interval", "soon"}}).find("poll_interval"),
             std::string::npos);
   EXPECT_NE(message({{"url", "redis://h"}, {"hosts", "h"}}).find("unknown key \"hosts\""),
             std::string::npos);
+}
+
+// ------------------------------------------------------------------------------ Sentinel
+
+TEST(redis_sentinel_settings, sentinels_master_and_both_logins_are_read) {
+  baton::backend_config c{"redis",
+                          {{"sentinels", "10.0.0.1:26379,sentinel-b,[::1]:26380"},
+                           {"master", "mymaster"},
+                           {"user", "app"},
+                           {"password", "m-secret"},
+                           {"sentinel_user", "watcher"},
+                           {"sentinel_password", "s-secret"}}};
+  const auto s = rd::parse_settings(c);
+  ASSERT_TRUE(s.sentinel);
+  EXPECT_EQ(s.sentinel->master, "mymaster");
+  ASSERT_EQ(s.sentinel->sentinels.size(), 3u);
+  const auto& list = s.sentinel->sentinels;
+  EXPECT_EQ(list[0].host, "10.0.0.1");
+  EXPECT_EQ(list[0].port, 26379);
+  EXPECT_EQ(list[1].host, "sentinel-b");
+  EXPECT_EQ(list[1].port, 26379);  // the default sentinel port
+  EXPECT_EQ(list[2].host, "::1");
+  EXPECT_EQ(list[2].port, 26380);
+  EXPECT_EQ(list[2].display, "[::1]:26380");
+  for (const auto& sentinel : list) {
+    EXPECT_EQ(sentinel.user, "watcher");
+    EXPECT_EQ(sentinel.password, "s-secret");
+  }
+  EXPECT_EQ(s.server.user, "app");
+  EXPECT_EQ(s.server.password, "m-secret");
+  EXPECT_EQ(s.server.display, "master 'mymaster'");
+  // Both passwords are scrubbed from messages about any connection.
+  EXPECT_NE(std::find(s.server.secrets.begin(), s.server.secrets.end(), "s-secret"),
+            s.server.secrets.end());
+  EXPECT_NE(std::find(list[0].secrets.begin(), list[0].secrets.end(), "m-secret"),
+            list[0].secrets.end());
+  // The url mode has no sentinel settings.
+  EXPECT_FALSE(rd::parse_settings({"redis", {{"url", "redis://h"}}}).sentinel);
+}
+
+TEST(redis_sentinel_settings, bad_combinations_and_lists_are_named_with_their_parameter) {
+  struct bad_case {
+    std::map<std::string, std::string> params;
+    std::string param, message;
+  };
+  const std::vector<bad_case> cases = {
+      {{{"url", "redis://h"}, {"sentinels", "h:1"}, {"master", "m"}},
+       "sentinels",
+       "url and sentinels are mutually exclusive"},
+      {{{"master", "m"}}, "url", "missing: give url"},
+      {{{"sentinels", "h:1"}}, "master", "sentinels need master"},
+      {{{"sentinels", "h:1"}, {"master", ""}}, "master", "sentinels need master"},
+      {{{"sentinels", "h:1"}, {"master", "my master"}}, "master", "must not contain white space"},
+      {{{"url", "redis://h"}, {"master", "m"}}, "master", "master is for sentinel mode"},
+      {{{"url", "redis://h"}, {"password", "x"}}, "password", "put the login in the url"},
+      {{{"url", "redis://h"}, {"sentinel_password", "x"}},
+       "sentinel_password",
+       "is for sentinel mode"},
+      {{{"sentinels", "h:1"}, {"master", "m"}, {"user", "u"}}, "user", "user needs password"},
+      {{{"sentinels", "h:1"}, {"master", "m"}, {"sentinel_user", "u"}},
+       "sentinel_user",
+       "sentinel_user needs sentinel_password"},
+      {{{"sentinels", ""}, {"master", "m"}}, "sentinels", "sentinels '': is empty"},
+      {{{"sentinels", "a:1,,b:2"}, {"master", "m"}}, "sentinels", "entry 2 is empty"},
+      {{{"sentinels", "a:1,b:99999"}, {"master", "m"}},
+       "sentinels",
+       "entry 2 'b:99999': bad port '99999'"},
+      {{{"sentinels", "a:"}, {"master", "m"}}, "sentinels", "entry 1 'a:': bad port ''"},
+      {{{"sentinels", ":26379"}, {"master", "m"}}, "sentinels", "the host is missing"},
+      {{{"sentinels", "a:1,a:1"}, {"master", "m"}}, "sentinels", "named twice"},
+      {{{"sentinels", "[::1:5"}, {"master", "m"}}, "sentinels", "unterminated '['"},
+      {{{"sentinels", "a b:1"}, {"master", "m"}}, "sentinels", "bad host 'a b'"},
+  };
+  for (const auto& c : cases) {
+    try {
+      rd::parse_settings(baton::backend_config{"redis", c.params});
+      ADD_FAILURE() << "accepted: " << c.message;
+    } catch (const baton::backend_param_error& e) {
+      EXPECT_EQ(e.param(), c.param) << e.what();
+      EXPECT_NE(std::string(e.what()).find(c.message), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(redis_sentinel_settings, describe_shows_sentinels_and_master_and_masks_both_passwords) {
+  const auto& d = baton::backends::redis::descriptor();
+  const baton::backend_config c{"redis",
+                                {{"sentinels", "127.0.0.1:26379,127.0.0.1:26380"},
+                                 {"master", "mymaster"},
+                                 {"password", "m-secret"},
+                                 {"sentinel_password", "s-secret"}}};
+  const auto text = baton::describe(&d, c);
+  EXPECT_NE(text.find("sentinels=127.0.0.1:26379,127.0.0.1:26380"), std::string::npos) << text;
+  EXPECT_NE(text.find("master=mymaster"), std::string::npos) << text;
+  EXPECT_NE(text.find("password=***"), std::string::npos) << text;
+  EXPECT_EQ(text.find("m-secret"), std::string::npos) << text;
+  EXPECT_EQ(text.find("s-secret"), std::string::npos) << text;
+  const auto secrets = baton::secrets_of(&d, c);
+  EXPECT_EQ(secrets.size(), 2u);
 }
 
 TEST(redis_errors, native_errors_map_to_baton_errc) {

@@ -12,6 +12,10 @@
 -- ARGV[9] the highest fence the caller saw (decimal), or 0
 -- ARGV[10] '1' when the caller's last release failed (the key may still name it): taking the
 --          mutex is a new ownership with a new fence, never a renewal
+-- ARGV[11] '1' when the caller may be on a master it did not use before (sentinel mode: the
+--          first acquire of each mutex after every connect): the counter is first raised to at
+--          least the server's TIME in microseconds, since a failover may have lost the last
+--          INCRs of the old master (asynchronous replication)
 --
 -- Reply: {owner_id, fence, acquired_at, ttl_at, transition_at, now}; owner_id '' when free.
 --
@@ -39,10 +43,21 @@ local seen_until = tonumber(ARGV[7]) or 0
 local seen_own = ARGV[8] == '1'
 local min_fence = ARGV[9]
 local fresh = ARGV[10] == '1'
+local reseed = ARGV[11] == '1'
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local now_us = t[1] .. string.format('%06d', tonumber(t[2]))
+
+-- Re-seed after a possible failover. The counter starts at TIME in microseconds and INCR adds
+-- one per ownership, so while fewer than a million owners a second were issued, every fence the
+-- old master handed out is below its clock, and so below the new master's (same time source).
+if reseed then
+  local counter = tonumber(redis.call('GET', fence_key) or '')
+  if counter and counter < tonumber(now_us) then
+    redis.call('SET', fence_key, now_us)
+  end
+end
 
 -- Integers as decimal strings (tostring() would print 1.7e+12).
 local function int(n)

@@ -36,6 +36,7 @@ void record_latency(steady::time_point sent, steady::time_point now) noexcept {
 connection::connection(strand_type strand, options opts)
     : strand_(strand),
       options_(std::move(opts)),
+      current_(options_.server),
       connect_timer_(strand_),
       timeout_timer_(strand_),
       backoff_timer_(strand_) {}
@@ -73,7 +74,7 @@ void connection::stop() noexcept {
   try {
     fail_all(make_error_code(errc::stopped));
   } catch (const std::exception& e) {
-    baton::detail::log().error("redis {} ({}): stop: {}", options_.server.display, options_.role,
+    baton::detail::log().error("redis {} ({}): stop: {}", current_.display, options_.role,
                                e.what());
   }
 }
@@ -91,7 +92,37 @@ void connection::connect() {
   if (state_ == state::stopped) return;
   ++epoch_;
   state_ = state::connecting;
-  auto* ac = redisAsyncConnect(options_.server.host.c_str(), options_.server.port);
+  if (!options_.resolve) {
+    open();
+    return;
+  }
+  // Sentinel mode: where the master is now, asked again on every connect (it may have moved).
+  connect_timer_.expires_after(options_.resolve_timeout);
+  connect_timer_.async_wait(
+      [self = shared_from_this(), epoch = epoch_](boost::system::error_code ec) {
+        if (ec || self->epoch_ != epoch || self->state_ != state::connecting || self->ctx_) return;
+        self->lost(
+            make_error_code(errc::connection_lost),
+            "the sentinels did not name the master within " + ms(self->options_.resolve_timeout));
+      });
+  options_.resolve(
+      [weak = weak_from_this(), epoch = epoch_](std::error_code ec, endpoint ep, std::string why) {
+        auto self = weak.lock();
+        if (!self || self->epoch_ != epoch || self->state_ != state::connecting) return;
+        if (ec) {
+          self->lost(ec, why);
+          return;
+        }
+        auto& current = self->current_;
+        current.host = std::move(ep.host);
+        current.port = ep.port;
+        current.display = self->options_.server.display + " at " + ep.display;
+        self->open();
+      });
+}
+
+void connection::open() {
+  auto* ac = redisAsyncConnect(current_.host.c_str(), current_.port);
   if (ac == nullptr) {
     lost(make_error_code(errc::connection_lost), "cannot allocate a hiredis context");
     return;
@@ -130,7 +161,7 @@ void connection::handshake() {
     int setup_index;
   };
   std::vector<step> steps;
-  const auto& server = options_.server;
+  const auto& server = current_;
   if (!server.password.empty()) {
     if (server.user.empty())
       steps.push_back({{"AUTH", server.password}, true, -1});
@@ -138,6 +169,8 @@ void connection::handshake() {
       steps.push_back({{"AUTH", server.user, server.password}, true, -1});
   }
   if (server.db != 0) steps.push_back({{"SELECT", std::to_string(server.db)}, true, -1});
+  // Sentinel mode: the address a sentinel named must be a master now (it may be a demoted one).
+  if (options_.require_master) steps.push_back({{"ROLE"}, true, -2});
   steps.push_back(
       {{"CLIENT", "SETNAME", "baton-" + options_.role + "-" + std::to_string(::getpid())},
        false,
@@ -149,7 +182,9 @@ void connection::handshake() {
   auto setup_replies = std::make_shared<std::vector<reply>>(setup_.size());
   const auto epoch = epoch_;
   for (auto& s : steps) {
-    std::string what = s.args.front() == "AUTH" ? "AUTH" : s.args.front() + " " + s.args[1];
+    std::string what = s.args.front() == "AUTH" ? "AUTH"
+                       : s.args.size() == 1     ? s.args.front()
+                                                : s.args.front() + " " + s.args[1];
     // `this` is safe: the handler lives in pending_ and runs only while we exist.
     auto handler = [this, epoch, fatal = s.fatal, index = s.setup_index, what, left, setup_replies](
                        std::error_code ec, reply r) {
@@ -161,8 +196,20 @@ void connection::handshake() {
           return;
         }
         if (index < 0)
-          baton::detail::log().debug("redis {} ({}): {} refused: {}", options_.server.display,
+          baton::detail::log().debug("redis {} ({}): {} refused: {}", current_.display,
                                      options_.role, what, r.str);
+      }
+      if (index == -2) {
+        const bool master = r.type == reply::kind::array && !r.elements.empty() &&
+                            r.elements[0].type == reply::kind::string &&
+                            r.elements[0].str == "master";
+        if (!master) {
+          const auto role = r.type == reply::kind::array && !r.elements.empty() ? r.elements[0].str
+                                                                                : r.describe();
+          handshake_failed(make_error_code(errc::connection_lost),
+                           "ROLE is '" + role + "', not master (a failover is under way?)");
+          return;
+        }
       }
       if (index >= 0) (*setup_replies)[index] = std::move(r);
       if (--*left == 0) {
@@ -181,7 +228,7 @@ void connection::became_ready() {
   connect_timer_.cancel();
   if (failures_ > 0)
     baton::detail::log().info("redis {} ({}): connected after {} failed attempt(s)",
-                              options_.server.display, options_.role, failures_);
+                              current_.display, options_.role, failures_);
   failures_ = 0;
   last_error_ = {};
   auto queued = std::move(waiting_);
@@ -304,7 +351,35 @@ void connection::reply_arrived(std::uint64_t id, const void* r) {
     handler(make_error_code(errc::connection_lost), {});
     return;
   }
-  handler({}, reply::from(*static_cast<const redisReply*>(r)));
+  auto answer = reply::from(*static_cast<const redisReply*>(r));
+  // Sentinel mode: the master we talk to became a replica; find the new one.
+  if (options_.require_master && state_ == state::ready && answer.is_error("READONLY"))
+    drop(make_error_code(errc::connection_lost),
+         "the server is a replica now (READONLY); asking the sentinels for the master");
+  handler({}, std::move(answer));
+}
+
+void connection::reconnect_now(const std::string& address, const std::string& why) {
+  const bool same = current_.host + ":" + std::to_string(current_.port) == address;
+  switch (state_) {
+    case state::ready:
+    case state::closing:
+    case state::connecting:
+      // Connected (or connecting) to the new master already: nothing to do.
+      if (same && ctx_ != nullptr) return;
+      drop(make_error_code(errc::connection_lost), why);
+      break;
+    case state::backoff:
+      break;
+    case state::idle:
+    case state::stopped:
+      return;
+  }
+  if (state_ != state::backoff) return;  // a handler stopped us
+  // Resolve again now rather than after the backoff.
+  backoff_timer_.cancel();
+  failures_ = 0;
+  connect();
 }
 
 void connection::arm_timeouts() {
@@ -356,7 +431,7 @@ void connection::drop(std::error_code ec, const std::string& why) {
 
 void connection::lost(std::error_code ec, const std::string& native_why) {
   // hiredis and server messages do not echo the password; scrubbed all the same.
-  const std::string why = scrub(native_why, options_.server.secrets);
+  const std::string why = scrub(native_why, current_.secrets);
   adapter_.reset();
   ctx_ = nullptr;
   connect_timer_.cancel();
@@ -376,8 +451,10 @@ void connection::lost(std::error_code ec, const std::string& native_why) {
   delay = std::chrono::milliseconds{jitter(random_)};
 
   auto& log = baton::detail::log();
-  const auto& who = options_.server.display;
-  if (is_config_error(ec))
+  const auto& who = current_.display;
+  if (options_.quiet)
+    log.debug("redis {} ({}): {}", who, options_.role, why);
+  else if (is_config_error(ec))
     log.error(
         "redis {} ({}): {} ({}); check the credentials and database in the url; "
         "retrying in {}",

@@ -28,6 +28,9 @@ class asio_adapter;
 /// which may be a Redis error reply for the caller to translate.
 using reply_handler = std::function<void(std::error_code, reply)>;
 
+/// Completion of options::resolve: an error with a reason, or the endpoint to connect to.
+using resolve_handler = std::function<void(std::error_code, endpoint, std::string why)>;
+
 /// A reconnecting connection. Everything, including every hiredis call and every callback,
 /// runs on the strand given at construction; call its members only there. A command issued
 /// while the connection is down fails at once (connection_lost, or auth_failed after a refused
@@ -44,6 +47,17 @@ class connection : public std::enable_shared_from_this<connection> {
     std::chrono::milliseconds min_backoff{50};
     std::chrono::milliseconds max_backoff{2'000};
     std::chrono::milliseconds auth_backoff{30'000};  ///< cap after a refused login
+    /// Sentinel mode: asked before every connect for the host and port to connect to (the
+    /// master); the login stays `server`'s. An error fails that connect (retried with backoff).
+    /// Its completion must run later on the strand, never inside the call.
+    std::function<void(resolve_handler)> resolve;
+    /// Deadline of resolve() (the connect that follows has connect_timeout of its own).
+    std::chrono::milliseconds resolve_timeout{2'000};
+    /// After login, ROLE must say "master" (else the connect fails and is retried), and a
+    /// READONLY reply (the master became a replica) drops the connection.
+    bool require_master = false;
+    /// Connection trouble is logged at debug level only (short-lived sentinel queries).
+    bool quiet = false;
   };
 
   connection(strand_type strand, options opts);
@@ -72,8 +86,15 @@ class connection : public std::enable_shared_from_this<connection> {
   bool subscribe(const std::string& channel);
   bool unsubscribe(const std::string& channel);
 
+  /// Sentinel mode: the master moved to `address` ("host:port"). A connection to another
+  /// address is dropped (pending commands fail with connection_lost) and a waiting reconnect
+  /// starts at once; each resolves the master again.
+  void reconnect_now(const std::string& address, const std::string& why);
+
   bool ready() const noexcept { return state_ == state::ready; }
   const options& settings() const noexcept { return options_; }
+  /// The server of the current (or last) connection: host:port resolved in sentinel mode.
+  const endpoint& server() const noexcept { return current_; }
 
  private:
   enum class state { idle, connecting, ready, closing, backoff, stopped };
@@ -94,6 +115,7 @@ class connection : public std::enable_shared_from_this<connection> {
   static void on_push(redisAsyncContext* ac, void* reply, void* privdata);
 
   void connect();
+  void open();
   void handshake();
   void handshake_failed(std::error_code ec, const std::string& why);
   void became_ready();
@@ -114,6 +136,7 @@ class connection : public std::enable_shared_from_this<connection> {
 
   strand_type strand_;
   options options_;
+  endpoint current_;  // options_.server, with host and port from resolve() in sentinel mode
   state state_ = state::idle;
   redisAsyncContext* ctx_ = nullptr;
   std::shared_ptr<asio_adapter> adapter_;

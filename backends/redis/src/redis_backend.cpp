@@ -65,10 +65,22 @@ const backend_descriptor& descriptor() {
     d.type = "redis";
     d.doc = "Redis: Lua scripts keep the owner records, pub/sub wakes the longest waiter";
     d.params = {
-        {"url", param_kind::text, true, "", false,
+        {"url", param_kind::text, false, "", false,
          "redis://[[user]:password@]host[:port][/db] (port 6379, db 0; the user info runs to the "
-         "last '@', %XX decoded); shown with the password as ***",
+         "last '@', %XX decoded); shown with the password as ***; or sentinels and master",
          detail::mask_url},
+        {"sentinels", param_kind::text, false, "", false,
+         "Redis Sentinel instead of url: host[:port][,host[:port]...] (port 26379), asked in "
+         "order for the master, which is followed across failovers"},
+        {"master", param_kind::text, false, "", false,
+         "the master name the sentinels monitor (with sentinels)"},
+        {"user", param_kind::text, false, "", false,
+         "ACL user for the master (with sentinels; needs password)"},
+        {"password", param_kind::text, false, "", true, "password for the master (with sentinels)"},
+        {"sentinel_user", param_kind::text, false, "", false,
+         "ACL user for the sentinels (needs sentinel_password)"},
+        {"sentinel_password", param_kind::text, false, "", true,
+         "password for the sentinels (with sentinels)"},
         {"key_prefix", param_kind::text, false, defaults.key_prefix, false,
          "prefix of every key and channel (no '{' or '}')"},
         {"poll_interval", param_kind::duration, false, format_duration(defaults.poll_interval),

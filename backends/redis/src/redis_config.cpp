@@ -148,6 +148,62 @@ endpoint parse_url(const std::string& url) {
   return ep;
 }
 
+std::vector<endpoint> parse_host_list(const std::string& list) {
+  std::vector<endpoint> out;
+  auto fail = [&](const std::string& what) {
+    throw std::invalid_argument("redis backend: sentinels '" + list + "': " + what +
+                                " (expected host[:port][,host[:port]...], port 26379 when "
+                                "omitted)");
+  };
+  if (list.empty()) fail("is empty");
+  std::size_t start = 0;
+  for (int index = 1;; ++index) {
+    const auto comma = list.find(',', start);
+    const std::string_view entry = std::string_view(list).substr(
+        start, comma == std::string::npos ? std::string::npos : comma - start);
+    const std::string at = "entry " + std::to_string(index) + " '" + std::string(entry) + "'";
+    if (entry.empty()) fail("entry " + std::to_string(index) + " is empty");
+    endpoint ep;
+    ep.port = 26379;
+    std::string_view host = entry;
+    std::string_view port_text;
+    bool has_port = false;
+    if (entry.front() == '[') {
+      const auto close = entry.find(']');
+      if (close == std::string_view::npos) fail(at + ": unterminated '[' in an IPv6 host");
+      host = entry.substr(1, close - 1);
+      const auto after = entry.substr(close + 1);
+      if (!after.empty()) {
+        if (after.front() != ':') fail(at + ": expected ':port' after the IPv6 host");
+        port_text = after.substr(1);
+        has_port = true;
+      }
+    } else if (const auto colon = entry.rfind(':'); colon != std::string_view::npos) {
+      host = entry.substr(0, colon);
+      port_text = entry.substr(colon + 1);
+      has_port = true;
+    }
+    if (host.empty()) fail(at + ": the host is missing");
+    if (host.find_first_of(" \t@/:?#") != std::string_view::npos && entry.front() != '[')
+      fail(at + ": bad host '" + std::string(host) + "'");
+    if (has_port) {
+      long long port = 0;
+      if (!parse_int(port_text, port) || port < 1 || port > 65535)
+        fail(at + ": bad port '" + std::string(port_text) + "' (expected 1..65535)");
+      ep.port = static_cast<int>(port);
+    }
+    ep.host = std::string(host);
+    ep.display = std::string(entry.front() == '[' ? "[" + ep.host + "]" : ep.host) + ":" +
+                 std::to_string(ep.port);
+    for (const auto& seen : out)
+      if (seen.host == ep.host && seen.port == ep.port) fail(at + ": named twice");
+    out.push_back(std::move(ep));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return out;
+}
+
 namespace {
 
 // A duration parameter; throws naming `what` when malformed or not positive.
@@ -171,6 +227,72 @@ contend_options lease_defaults(const settings& s) {
 settings parse_settings(const backend_config& config) {
   check_params(descriptor(), config);
   settings s;
+  const auto& params = config.params;
+  const bool by_url = params.count("url") != 0;
+  const bool by_sentinels = params.count("sentinels") != 0;
+  if (by_url && by_sentinels)
+    throw backend_param_error("sentinels",
+                              "redis backend: url and sentinels are mutually exclusive (url: one "
+                              "server; sentinels and master: the master Redis Sentinel names)");
+  if (!by_url && !by_sentinels)
+    throw backend_param_error("url",
+                              "redis backend: missing: give url (one server, "
+                              "redis://[[user]:password@]host[:port][/db]) or sentinels and "
+                              "master (Redis Sentinel)");
+  // The parameters of sentinel mode, each refused with a url (its login goes in the url).
+  for (const char* key : {"master", "user", "password", "sentinel_user", "sentinel_password"}) {
+    if (by_sentinels || params.count(key) == 0) continue;
+    throw backend_param_error(
+        key, std::string("redis backend: ") + key +
+                 " is for sentinel mode (with sentinels); with url, " +
+                 (std::string_view(key).find("master") == 0 ? "the url names the server"
+                                                            : "put the login in the url"));
+  }
+  if (by_sentinels) {
+    s.sentinel.emplace();
+    const auto master = params.find("master");
+    if (master == params.end() || master->second.empty())
+      throw backend_param_error("master",
+                                "redis backend: sentinels need master: the name the sentinels "
+                                "monitor (sentinel monitor NAME ...)");
+    if (master->second.find_first_of(" \t\r\n") != std::string::npos)
+      throw backend_param_error(
+          "master", "redis backend: master '" + master->second + "' must not contain white space");
+    s.sentinel->master = master->second;
+    auto pair = [&](const char* user_key, const char* password_key, std::string& user,
+                    std::string& password) {
+      const auto u = params.find(user_key);
+      const auto p = params.find(password_key);
+      if (u != params.end() && p == params.end())
+        throw backend_param_error(
+            user_key, std::string("redis backend: ") + user_key + " needs " + password_key);
+      if (u != params.end()) user = u->second;
+      if (p != params.end()) {
+        if (p->second.empty())
+          throw backend_param_error(password_key,
+                                    std::string("redis backend: ") + password_key + " is empty");
+        password = p->second;
+      }
+    };
+    std::string sentinel_user, sentinel_password;
+    pair("user", "password", s.server.user, s.server.password);
+    pair("sentinel_user", "sentinel_password", sentinel_user, sentinel_password);
+    if (!s.server.password.empty()) s.server.secrets.push_back(s.server.password);
+    try {
+      s.sentinel->sentinels = parse_host_list(params.at("sentinels"));
+    } catch (const std::invalid_argument& e) {
+      throw backend_param_error("sentinels", e.what());
+    }
+    for (auto& ep : s.sentinel->sentinels) {
+      ep.user = sentinel_user;
+      ep.password = sentinel_password;
+      if (!sentinel_password.empty()) ep.secrets = {sentinel_password};
+      // Either password may show up in a message about any connection.
+      if (!s.server.password.empty()) ep.secrets.push_back(s.server.password);
+    }
+    if (!sentinel_password.empty()) s.server.secrets.push_back(sentinel_password);
+    s.server.display = "master '" + s.sentinel->master + "'";
+  }
   for (const auto& [key, value] : config.params) {
     if (key == "url") {
       try {

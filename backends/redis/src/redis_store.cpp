@@ -45,6 +45,7 @@
 #include "baton/mutex/metrics.hpp"
 #include "baton_redis_scripts.hpp"
 #include "connection.hpp"
+#include "sentinel.hpp"
 
 namespace baton::backends::redis::detail {
 namespace {
@@ -131,6 +132,8 @@ class store_core : public std::enable_shared_from_this<store_core> {
       boost::asio::post(strand_, [self = shared_from_this()] {
         if (self->command_) self->command_->stop();
         if (self->subscriber_) self->subscriber_->stop();
+        if (self->switch_listener_) self->switch_listener_->stop();
+        if (self->resolver_) self->resolver_->stop();
         self->watchers_.clear();
         self->channels_.clear();
       });
@@ -168,11 +171,22 @@ class store_core : public std::enable_shared_from_this<store_core> {
       // After a failed release the key may still name this contender: not a renewal.
       const auto released = name + '\n' + owner_id;
       args.push_back(self.failed_releases_.count(released) ? "1" : "0");
+      // Sentinel mode: the first acquire on each new connection re-seeds the fence counter
+      // from the server's clock (a failover may have lost the old master's last INCRs). A
+      // command that waits for a connection may run on a new master: it re-seeds too.
+      const auto seeded = self.reseeded_.find(name);
+      const bool reseed =
+          self.settings_.sentinel && (!self.command_->ready() || seeded == self.reseeded_.end() ||
+                                      seeded->second != self.master_epoch_);
+      args.push_back(reseed ? "1" : "0");
       self.eval(acquire_script, std::move(keys), std::move(args),
-                [&self, name, released, handler = std::move(handler)](std::error_code ec, reply r) {
+                [&self, name, released, reseed, handler = std::move(handler)](std::error_code ec,
+                                                                              reply r) {
                   self.complete_grant("acquire", name, ec, r,
                                       [&](std::error_code e, lease_grant g) {
                                         if (!e) self.failed_releases_.erase(released);
+                                        // The reply came over the current connection.
+                                        if (!e && reseed) self.reseeded_[name] = self.master_epoch_;
                                         handler(e, std::move(g));
                                       });
                 });
@@ -432,10 +446,57 @@ class store_core : public std::enable_shared_from_this<store_core> {
     o.role = std::move(role);
     o.connect_timeout = settings_.connect_timeout;
     o.command_timeout = settings_.command_timeout;
+    if (resolver_) {
+      // Sentinel mode: every connect asks the sentinels where the master is and checks ROLE.
+      o.resolve = [resolver = resolver_](resolve_handler done) {
+        resolver->resolve(std::move(done));
+      };
+      o.resolve_timeout = resolver_->timeout();
+      o.require_master = true;
+    }
     return o;
   }
 
+  // Sentinel mode: a sentinel announced that our master moved to host:port.
+  void switch_master(const std::string& host, int port, const std::string& sentinel) {
+    const auto address = host + ":" + std::to_string(port);
+    baton::detail::log({.event = "redis.switch_master"})
+        .warn(
+            "redis {}: {} announced +switch-master to {}; reconnecting there (a lease held "
+            "on the old master counts only until its local deadline)",
+            settings_.server.display, sentinel, address);
+    resolver_->prefer(host, port);
+    const auto why = "+switch-master to " + address;
+    command_->reconnect_now(address, why);
+    subscriber_->reconnect_now(address, why);
+  }
+
+  // Every (re)connect of the command connection.
+  void command_ready() {
+    if (settings_.sentinel) {
+      ++master_epoch_;  // re-seed each mutex's fence counter before its next fence
+      const auto& server = command_->server();
+      const auto address = server.host + ":" + std::to_string(server.port);
+      if (address != master_address_)
+        baton::detail::log({.event = "redis.master"})
+            .info("redis {}: using master {}{}", settings_.server.display, address,
+                  master_address_.empty() ? "" : " (was " + master_address_ + ")");
+      master_address_ = address;
+    }
+    // After a reconnect every mutex re-checks at once instead of waiting for its next poll.
+    wake_all();
+  }
+
   void start_on_strand() {
+    if (settings_.sentinel) {
+      resolver_ = std::make_shared<sentinel_resolver>(strand_, settings_);
+      // The listener lives no longer than this core (it stops it), so `this` is safe.
+      switch_listener_ = make_switch_listener(
+          strand_, settings_,
+          [this](const std::string& host, int port, const std::string& sentinel) {
+            switch_master(host, port, sentinel);
+          });
+    }
     command_ = std::make_shared<connection>(strand_, connection_options("command"));
     subscriber_ = std::make_shared<connection>(strand_, connection_options("subscriber"));
     std::vector<std::vector<std::string>> load;
@@ -453,8 +514,7 @@ class store_core : public std::enable_shared_from_this<store_core> {
         }
       }
     });
-    // After a reconnect every mutex re-checks at once instead of waiting for its next poll.
-    command_->set_on_ready([this] { wake_all(); });
+    command_->set_on_ready([this] { command_ready(); });
     subscriber_->set_on_ready([this] { resubscribe(); });
     subscriber_->set_on_down([this] {
       for (auto& [name, ch] : channels_) ch.subscribed = ch.unsubscribing = false;
@@ -462,6 +522,7 @@ class store_core : public std::enable_shared_from_this<store_core> {
     subscriber_->set_on_push([this](const reply& r) { on_push(r); });
     command_->start();
     subscriber_->start();
+    if (switch_listener_) switch_listener_->start();
   }
 
   // EVALSHA, or EVAL when the script is not loaded (NOSCRIPT after a restart or SCRIPT FLUSH;
@@ -619,6 +680,13 @@ class store_core : public std::enable_shared_from_this<store_core> {
   std::array<script, script_count> scripts_;
   std::shared_ptr<connection> command_;
   std::shared_ptr<connection> subscriber_;
+  // Sentinel mode: where the master is, and the sentinel connection that says when it moves.
+  std::shared_ptr<sentinel_resolver> resolver_;
+  std::shared_ptr<connection> switch_listener_;
+  std::string master_address_;      // host:port of the master the command connection last used
+  std::uint64_t master_epoch_ = 0;  // counts command connects (sentinel mode)
+  // Per mutex: the master_epoch_ whose connection re-seeded its fence counter.
+  std::map<std::string, std::uint64_t> reseeded_;
   std::atomic<std::uint64_t> next_handle_{1};
   std::map<std::uint64_t, watcher> watchers_;
   std::map<std::string, channel_state> channels_;

@@ -10,7 +10,11 @@ namespace baton::backends::redis {
 
 /// Builds a Redis backend with one command connection and one subscriber connection, shared by
 /// every mutex of the backend. Parameters of `config.params`:
-///   `url`             redis://[[user]:password@]host[:port][/db] (required; port 6379, db 0)
+///   `url`             redis://[[user]:password@]host[:port][/db] (port 6379, db 0), or:
+///   `sentinels`       host[:port],... of Redis Sentinels (port 26379) with `master`, the name
+///                     they monitor: the master is resolved through them on every connect and
+///                     followed on +switch-master; `user`/`password` log in to the master,
+///                     `sentinel_user`/`sentinel_password` to the sentinels
 ///   `key_prefix`      prefix of every key and channel (default "baton:"; no '{' or '}')
 ///   `poll_interval`   default_options().poll_interval: how often waiters re-check (default 1s)
 ///   `connect_timeout` connect + AUTH/SELECT deadline (default 2s)
