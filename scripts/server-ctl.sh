@@ -12,12 +12,14 @@
 #          restart  stop, then start
 #          status   exit 0 when running and answering
 # SERVER:  postgres | mariadb | redis | redis-auth | zookeeper
+#          zookeeper-1 | zookeeper-2 | zookeeper-3   (members of the ensemble; a member is ready
+#          when it serves, so a start waits for a quorum)
 #
 # Exit status: 0 done, 1 failed (the server's log tail is printed), 2 usage error.
 set -euo pipefail
 
 if (($# != 2)); then
-  sed -n '2,16p' "$0" >&2
+  sed -n '2,18p' "$0" >&2
   exit 2
 fi
 
