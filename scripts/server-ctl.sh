@@ -13,7 +13,9 @@
 #          status   exit 0 when running and answering
 # SERVER:  postgres | mariadb | redis | redis-auth | zookeeper | redis-primary | redis-replica |
 #          sentinel-1 | sentinel-2 | sentinel-3 (the Sentinel topology, by original role) |
-#          redis-sentinel (status only: the whole topology healthy)
+#          redis-sentinel (status only: the whole topology healthy) |
+#          zookeeper-1 | zookeeper-2 | zookeeper-3   (members of the ensemble; a member is ready
+#          when it serves, so a start waits for a quorum)
 #
 # Exit status: 0 done, 1 failed (the server's log tail is printed), 2 usage error.
 set -euo pipefail

@@ -7,6 +7,8 @@
 #   baton_start_redis_auth DIR   baton_start_zookeeper DIR   baton_start_all DIR
 #   baton_start_redis_sentinel DIR   (one master, one replica, three sentinels; see below)
 #   baton_redis_sentinel_master  (prints host:port of the master the sentinels name now)
+#   baton_start_zookeeper_ensemble DIR   (three QuorumPeerMain members, started in parallel)
+#   baton_zookeeper_ensemble_leader      (prints 1..3: the member whose srvr says Mode: leader)
 #   baton_stop_servers           (stops everything started from this shell; idempotent)
 #   baton_server_ctl ACTION SERVER   (what scripts/server-ctl.sh runs)
 #   baton_restart_postgres
@@ -34,6 +36,14 @@
 #                                redis-replica/, sentinel-1/ .. sentinel-3/)
 #   BATON_TEST_ZOOKEEPER         "127.0.0.1:PORT"
 #   BATON_TEST_ZOOKEEPER_PORT, BATON_TEST_ZOOKEEPER_DATADIR, BATON_TEST_ZOOKEEPER_DIR
+#   BATON_TEST_ZOOKEEPER_ENSEMBLE "127.0.0.1:P1,127.0.0.1:P2,127.0.0.1:P3"  (members 1, 2, 3)
+#   BATON_TEST_ZOOKEEPER_ENSEMBLE_DIR   (members in DIR/zk1..zk3: zoo.cfg, data/myid, logs)
+#
+# The ensemble: tickTime 500 ms (sessions of 1 s to 10 s), admin server off, 4lw ruok, srvr,
+# stat, cons, mntr; each member has its own client, peer and election port. A member counts as
+# ready when it serves (srvr: Mode leader or follower), so starting one member of a stopped
+# ensemble waits until a quorum forms. Stop, kill (SIGKILL) or start one member with
+# `baton_server_ctl ACTION zookeeper-N` (N = 1..3, the position in BATON_TEST_ZOOKEEPER_ENSEMBLE).
 #
 # Users whose passwords hold the characters connection strings must quote or encode (for the
 # no-secret-is-printed tests, tests/integration/daemon_test.cpp, daemon_secrets), each allowed
@@ -44,7 +54,8 @@
 #
 # scripts/server-ctl.sh ACTION SERVER (ACTION: stop|start|restart|kill|status; SERVER:
 # postgres|mariadb|redis|redis-auth|zookeeper, and the Sentinel topology's members by their
-# original roles: redis-primary|redis-replica|sentinel-1|sentinel-2|sentinel-3) finds a server
+# original roles: redis-primary|redis-replica|sentinel-1|sentinel-2|sentinel-3; the ZooKeeper
+# ensemble's members zookeeper-1|zookeeper-2|zookeeper-3) finds a server
 # through BATON_TEST_<X>_DIR, so it works from any process that inherited these variables (e.g. a
 # test run by ctest). `status redis-sentinel` is true when the topology is healthy: all sentinels
 # name one master, it has one replica online, each sentinel knows the replica and the two others.
@@ -784,6 +795,145 @@ baton_start_zookeeper() {
   _baton_msg "ZooKeeper ready on 127.0.0.1:$BATON_TEST_ZOOKEEPER_PORT in $(_baton_elapsed "$start")s"
 }
 
+# --------------------------------------------------------------------- ZooKeeper ensemble
+# Three QuorumPeerMain servers on loopback: DIR/zookeeper-ensemble/zk1..zk3, each with its own
+# client, peer and election port, data dir with myid, zoo.cfg, log4j.properties, server.pid and
+# zookeeper.log. A member is "ready" when its srvr answer says Mode: leader or follower (it
+# serves clients), so starting one member alone waits for a quorum to form.
+
+_baton_zookeeper_member_configure() { # DIR N CLIENT_PORT SERVER_LINES
+  local dir=$1 n=$2 port=$3 servers=$4
+  mkdir -p "$dir/data"
+  echo "$n" >"$dir/data/myid"
+  # tickTime 500 ms: sessions of 1 s to 10 s; initLimit and syncLimit count ticks.
+  cat >"$dir/zoo.cfg" <<EOF
+tickTime=500
+initLimit=10
+syncLimit=5
+dataDir=$dir/data
+clientPort=$port
+clientPortAddress=127.0.0.1
+maxClientCnxns=0
+admin.enableServer=false
+4lw.commands.whitelist=ruok,srvr,stat,cons,mntr
+forceSync=no
+autopurge.purgeInterval=0
+cnxTimeout=1000
+$servers
+EOF
+  cat >"$dir/log4j.properties" <<EOF
+log4j.rootLogger=INFO, FILE
+log4j.appender.FILE=org.apache.log4j.FileAppender
+log4j.appender.FILE.File=$dir/zookeeper.log
+log4j.appender.FILE.Append=true
+log4j.appender.FILE.layout=org.apache.log4j.PatternLayout
+log4j.appender.FILE.layout.ConversionPattern=%d{ISO8601} %-5p [%t:%C{1}@%L] - %m%n
+EOF
+}
+
+_baton_zookeeper_member_launch() {
+  local dir=$1 java
+  java=$(command -v java) || {
+    _baton_msg "java not found (package zookeeper depends on default-jre)"
+    return 1
+  }
+  _baton_spawn "$dir" "$dir/zookeeper-out.log" "$java" \
+    -Xms32m -Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 \
+    -Djava.awt.headless=true \
+    "-Dzookeeper.log.dir=$dir" "-Dlog4j.configuration=file:$dir/log4j.properties" \
+    -Dzookeeper.jmx.log4j.disable=true -Dzookeeper.admin.enableServer=false \
+    -cp "$(_baton_zookeeper_classpath "$dir")" \
+    org.apache.zookeeper.server.quorum.QuorumPeerMain "$dir/zoo.cfg"
+}
+
+_baton_zookeeper_member_ready() {
+  _baton_zookeeper_4lw "$(_baton_zookeeper_port "$1")" srvr | grep -q -E '^Mode: (leader|follower)'
+}
+
+_baton_zookeeper_member_stop() { _baton_signal_stop "$1" TERM; }
+_baton_zookeeper_member_kill() { _baton_signal_stop "$1" KILL; }
+
+_baton_zookeeper_ensemble_export() {
+  local base=$1 n hosts=""
+  for n in 1 2 3; do
+    hosts+="${hosts:+,}127.0.0.1:$(_baton_zookeeper_port "$base/zk$n")"
+  done
+  export BATON_TEST_ZOOKEEPER_ENSEMBLE_DIR="$base"
+  export BATON_TEST_ZOOKEEPER_ENSEMBLE="$hosts"
+}
+
+# baton_start_zookeeper_ensemble DIR: configures the three members, launches them in parallel
+# and waits (one deadline for the three) until all serve. On a port taken meanwhile, it picks
+# new ports (3 tries).
+baton_start_zookeeper_ensemble() {
+  local base start deadline try n rc servers ports dir f
+  start=$(_baton_now)
+  base=$(_baton_prepare_dir "${1:-}" zookeeper-ensemble "") || return 1
+  for n in 1 2 3; do
+    mkdir -p "$base/zk$n"
+    _baton_register zookeeper_member "$base/zk$n"
+  done
+  for try in 1 2 3; do
+    ports=()
+    for n in 1 2 3 4 5 6 7 8 9; do
+      _baton_pick_port || return 1
+      ports+=("$_BATON_PORT")
+    done
+    # ports: client 0..2, peer 3..5, election 6..8
+    servers=""
+    for n in 1 2 3; do
+      servers+="server.$n=127.0.0.1:${ports[n + 2]}:${ports[n + 5]}"$'\n'
+    done
+    for n in 1 2 3; do
+      _baton_zookeeper_member_configure "$base/zk$n" "$n" "${ports[n - 1]}" "$servers" || return 1
+    done
+    for n in 1 2 3; do
+      _baton_zookeeper_member_launch "$base/zk$n" || return 1
+    done
+    rc=0
+    deadline=$((SECONDS + BATON_ZOOKEEPER_START_TIMEOUT))
+    for n in 1 2 3; do
+      _baton_wait_ready zookeeper_member "$base/zk$n" $((deadline > SECONDS ? deadline - SECONDS : 1)) ||
+        rc=$?
+      ((rc == 0)) || break
+    done
+    ((rc == 0)) && break
+    for n in 1 2 3; do _baton_zookeeper_member_kill "$base/zk$n" >/dev/null 2>&1 || true; done
+    grep -qi 'address already in use' "$base"/zk*/zookeeper*.log 2>/dev/null || break
+    _baton_msg "ZooKeeper ensemble: a port was taken, retrying with other ports"
+    for dir in "$base"/zk*; do
+      for f in "$dir"/zookeeper*.log; do mv "$f" "$f.try$try" 2>/dev/null || true; done
+      rm -rf "$dir/data"
+    done
+  done
+  if ((rc != 0)); then
+    _baton_tail "$base"/zk*/zookeeper.log
+    _baton_msg "FAILED to start the ZooKeeper ensemble in $base"
+    return 1
+  fi
+  _baton_zookeeper_ensemble_export "$base"
+  _baton_msg "ZooKeeper ensemble ready on $BATON_TEST_ZOOKEEPER_ENSEMBLE (leader:" \
+    "zookeeper-$(baton_zookeeper_ensemble_leader)) in $(_baton_elapsed "$start")s"
+}
+
+# baton_zookeeper_ensemble_leader: prints the number (1..3) of the member whose srvr says
+# "Mode: leader"; returns 1 when none does (no quorum), 2 without an ensemble.
+baton_zookeeper_ensemble_leader() {
+  local base=${BATON_TEST_ZOOKEEPER_ENSEMBLE_DIR:-} n
+  [[ -d "$base" ]] || {
+    _baton_msg "BATON_TEST_ZOOKEEPER_ENSEMBLE_DIR is unset or not a directory"
+    return 2
+  }
+  for n in 1 2 3; do
+    if _baton_zookeeper_4lw "$(_baton_zookeeper_port "$base/zk$n")" srvr |
+      grep -q '^Mode: leader'; then
+      echo "$n"
+      return 0
+    fi
+  done
+  return 1
+}
+
 # ------------------------------------------------------------------------------- all / stop
 
 # baton_start_all DIR: every server the tests use; also exports BATON_TEST_TMPDIR=DIR (SQLite
@@ -797,6 +947,7 @@ baton_start_all() {
   export BATON_TEST_TMPDIR
   BATON_TEST_TMPDIR=$(cd "$base" && pwd)
   baton_start_zookeeper "$base" &&
+    baton_start_zookeeper_ensemble "$base" &&
     baton_start_postgres "$base" &&
     baton_start_mariadb "$base" &&
     baton_start_redis "$base" &&
@@ -832,6 +983,7 @@ _baton_server_locate() {
     redis-primary | redis-replica) echo "redis ${BATON_TEST_REDIS_SENTINEL_DIR:-}/$1" ;;
     sentinel-1 | sentinel-2 | sentinel-3) echo "sentinel ${BATON_TEST_REDIS_SENTINEL_DIR:-}/$1" ;;
     redis-sentinel) echo "redis-sentinel ${BATON_TEST_REDIS_SENTINEL_DIR:-}" ;;
+    zookeeper-[123]) echo "zookeeper_member ${BATON_TEST_ZOOKEEPER_ENSEMBLE_DIR:+$BATON_TEST_ZOOKEEPER_ENSEMBLE_DIR/zk${1#zookeeper-}}" ;;
     *) return 1 ;;
   esac
 }
@@ -845,7 +997,7 @@ _baton_server_locate() {
 baton_server_ctl() {
   local action=${1:-} server=${2:-} kind dir located pid
   located=$(_baton_server_locate "$server") || {
-    _baton_msg "unknown server '$server' (postgres|mariadb|redis|redis-auth|zookeeper|redis-primary|redis-replica|sentinel-1|sentinel-2|sentinel-3|redis-sentinel)"
+    _baton_msg "unknown server '$server' (postgres|mariadb|redis|redis-auth|zookeeper|zookeeper-1|zookeeper-2|zookeeper-3|redis-primary|redis-replica|sentinel-1|sentinel-2|sentinel-3|redis-sentinel)"
     return 2
   }
   read -r kind dir <<<"$located"
@@ -863,7 +1015,7 @@ baton_server_ctl() {
     return 2
   fi
   local timeout=$BATON_START_TIMEOUT
-  [[ $kind == zookeeper ]] && timeout=$BATON_ZOOKEEPER_START_TIMEOUT
+  [[ $kind == zookeeper* ]] && timeout=$BATON_ZOOKEEPER_START_TIMEOUT
   case "$action" in
     stop) "_baton_${kind}_stop" "$dir" ;;
     kill) "_baton_${kind}_kill" "$dir" ;;

@@ -363,7 +363,7 @@ TEST_F(zookeeper_backend, the_fence_is_the_owner_node_czxid_and_grows_with_each_
   }
 }
 
-TEST_F(zookeeper_backend, a_dropped_connection_steps_the_owner_down_at_once_and_it_recovers) {
+TEST_F(zookeeper_backend, a_dropped_connection_keeps_the_lease_while_the_session_reconnects) {
   auto backend = make(config());
   const auto name = unique_name("drop");
   auto who = std::make_shared<recorder>();
@@ -371,26 +371,18 @@ TEST_F(zookeeper_backend, a_dropped_connection_steps_the_owner_down_at_once_and_
   s->start();
   ASSERT_TRUE(baton::test::wait_until([&] { return s->is_owner(); }, 10s));
   const auto fence = s->fence();
-  const auto dropped_at = steady::now();
+  const auto deadline = s->lease_deadline();
   ASSERT_GE(drop_connections_to(port()), 1);
-  // (It may be owner again a millisecond later, after the reconnect: look at the events.)
-  ASSERT_TRUE(baton::test::wait_until([&] { return who->releases() == 1; }, 1s))
-      << "the owner must step down as soon as the connection breaks";
-  {
-    std::lock_guard lock(who->mutex);
-    std::cout << "[ measured ] zookeeper step-down after connection drop us: "
-              << std::chrono::duration_cast<std::chrono::microseconds>(who->released_at[0] -
-                                                                       dropped_at)
-                     .count()
-              << "\n";
-  }
-  // The session survived: the same node, so the same ownership and fence.
-  ASSERT_TRUE(baton::test::wait_until([&] { return s->is_owner(); }, 10s));
+  ASSERT_TRUE(
+      baton::test::wait_until([&] { return zkd::get_stats(*backend).disconnects >= 1; }, 1s));
+  // The session survives the reconnect: the owner never stopped owning, and its lease moves on.
+  ASSERT_TRUE(baton::test::wait_until([&] { return s->lease_deadline() > deadline; }, 5s))
+      << "the lease was not extended after the reconnect";
+  EXPECT_TRUE(s->is_owner());
   EXPECT_EQ(s->fence(), fence);
-  EXPECT_EQ(who->acquisitions(), 2u);
-  auto stats = zkd::get_stats(*backend);
-  EXPECT_EQ(stats.sessions, 1u);
-  EXPECT_GE(stats.disconnects, 1u);
+  EXPECT_EQ(who->releases(), 0u) << "a reconnect within the session must not stop the owner";
+  EXPECT_EQ(who->acquisitions(), 1u);
+  EXPECT_EQ(zkd::get_stats(*backend).sessions, 1u);
   ASSERT_TRUE(s->stop_and_wait(10s));
 }
 
@@ -509,7 +501,11 @@ TEST_F(zookeeper_backend, a_server_restart_shorter_than_the_session_keeps_the_ow
   const auto outage = ms_since(t0);
   std::cout << "[ measured ] zookeeper server restart took ms: " << outage << "\n";
   ASSERT_LT(outage, 8000) << "the restart took too long to test an outage within the session";
-  EXPECT_EQ(a_who->releases(), 1u) << "the owner steps down when the connection breaks";
+  // The local lease (last answer + 10 s - margin, heartbeats every 3.3 s) outlasts an outage of
+  // up to 6.4 s: then the owner keeps leading through it.
+  if (outage < 6000) {
+    EXPECT_EQ(a_who->releases(), 0u) << "the owner kept its lease";
+  }
   ASSERT_TRUE(baton::test::wait_until([&] { return a->is_owner(); }, 15s));
   EXPECT_EQ(a->fence(), fence) << "same session, same node, same ownership";
   EXPECT_EQ(b_who->acquisitions(), 0u);
@@ -527,7 +523,8 @@ TEST_F(zookeeper_backend, a_server_outage_longer_than_the_session_moves_ownershi
 
   server_stopped_ = true;
   ASSERT_TRUE(baton::test::server_ctl("stop", "zookeeper"));
-  ASSERT_TRUE(baton::test::wait_until([&] { return !a->is_owner(); }, 1s));
+  // The owner keeps its lease until its local deadline (within the 2 s session timeout).
+  ASSERT_TRUE(baton::test::wait_until([&] { return !a->is_owner(); }, 2500ms));
   // Without a server both clients give their sessions up by the session timeout.
   ASSERT_TRUE(baton::test::wait_until(
       [&] {

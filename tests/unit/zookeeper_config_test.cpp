@@ -151,4 +151,26 @@ TEST(zookeeper_errors, translate_in_one_place) {
   EXPECT_FALSE(baton::is_retryable(zk::translate(ZNOAUTH)));
 }
 
+TEST(zookeeper_lease, the_deadline_is_the_last_answered_send_time_plus_the_timeout_minus_a_margin) {
+  using steady = std::chrono::steady_clock;
+  const steady::time_point sent{std::chrono::seconds{1000}};  // a fake clock's reading
+  // 4 s negotiated: margin max(50 ms, 4000/50 = 80 ms).
+  EXPECT_EQ(zk::session_drift_margin(4s), 80ms);
+  EXPECT_EQ(zk::session_lease_deadline(sent, 4s), sent + 4s - 80ms);
+  // Short sessions keep at least 50 ms.
+  EXPECT_EQ(zk::session_drift_margin(1s), 50ms);
+  EXPECT_EQ(zk::session_lease_deadline(sent, 1s), sent + 950ms);
+  // A disconnect changes nothing: only a later answered request moves the deadline.
+  EXPECT_EQ(zk::session_lease_deadline(sent + 1333ms, 4s), sent + 1333ms + 4s - 80ms);
+  // Before the server ends the session (send time + timeout), never after.
+  EXPECT_LT(zk::session_lease_deadline(sent, 10s), sent + 10s);
+}
+
+TEST(zookeeper_lease, no_deadline_before_an_answer_or_a_negotiated_timeout) {
+  using steady = std::chrono::steady_clock;
+  EXPECT_EQ(zk::session_lease_deadline(steady::time_point{}, 4s), steady::time_point{});
+  EXPECT_EQ(zk::session_lease_deadline(steady::time_point{std::chrono::seconds{5}}, 0ms),
+            steady::time_point{});
+}
+
 #endif  // __has_include(baton/backends/zookeeper/detail.hpp)

@@ -80,6 +80,19 @@ contend_options lease_defaults(const settings& s) {
   return o;
 }
 
+std::chrono::milliseconds session_drift_margin(std::chrono::milliseconds negotiated_timeout) {
+  return std::max(std::chrono::milliseconds{50}, negotiated_timeout / 50);
+}
+
+std::chrono::steady_clock::time_point session_lease_deadline(
+    std::chrono::steady_clock::time_point last_answer_sent,
+    std::chrono::milliseconds negotiated_timeout) {
+  if (last_answer_sent == std::chrono::steady_clock::time_point{} ||
+      negotiated_timeout <= std::chrono::milliseconds::zero())
+    return {};
+  return last_answer_sent + negotiated_timeout - session_drift_margin(negotiated_timeout);
+}
+
 std::string path_error(std::string_view path) {
   if (path.empty()) return "is empty";
   if (path.front() != '/') return "does not start with '/'";

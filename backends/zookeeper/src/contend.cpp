@@ -5,11 +5,20 @@
 //   verify  after a reconnect: our node exists and its ephemeralOwner is our session
 //   list    lowest node -> owner (fence = czxid); else watch only the predecessor
 // The local lease comes from the session heartbeat: the send time of the latest answered request
-// plus the negotiated session timeout, minus a margin.
+// plus the negotiated session timeout, minus a margin. A disconnect does not end it: the owner
+// keeps leading while the session may still live (Curator's session-based connection policy),
+// a reconnect within the session extends it, and the lease timer steps the owner down at the
+// deadline, before the server could have expired the session.
+// Clock: the create reply's ctime (server clock) measures this host's offset; so does a setData
+// of the scratch node <base>/@clock (its mtime), every clock_probe_period(). While the offset is
+// beyond max_clock_offset the contender holds no lock node (an owner steps down and deletes it)
+// and probes every session timeout (1..10 s) until it is back within bounds.
 #include "contend.hpp"
 
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
+
+#include <algorithm>
 
 #include "baton/mutex/detail/log.hpp"
 #include "baton/mutex/errc.hpp"
@@ -26,7 +35,8 @@ class zk_contend_service final : public contend_service {
         session_(std::move(s)),
         dir_(session_->config().mutex_dir(mutex_name())),
         lease_timer_(get_executor()),
-        retry_timer_(get_executor()) {}
+        retry_timer_(get_executor()),
+        clock_timer_(get_executor()) {}
 
   ~zk_contend_service() override {
     // Destroyed without stop(): our node must not block the queue until the session ends.
@@ -83,6 +93,7 @@ class zk_contend_service final : public contend_service {
     seq_ = snapshot.seq;
     connected_ = snapshot.connected;
     if (!connected_) notify_error(make_error_code(errc::connection_lost));
+    schedule_clock_probe(clock_probe_period());
     advance();
   }
 
@@ -92,6 +103,8 @@ class zk_contend_service final : public contend_service {
     stop_done_ = std::move(done);
     await_heartbeat_ = false;
     lease_timer_.cancel();
+    ++clock_seq_;
+    clock_timer_.cancel();
     cancel_retry();
     remove_watch();
     cleanup();
@@ -138,7 +151,8 @@ class zk_contend_service final : public contend_service {
   void advance() {
     if (stopping_) return cleanup();
     if (!running_ || op_ != 0 || retry_pending_ || !connected_) return;
-    if (node_.empty() && !uncertain_) return do_create();
+    // A clock too far off the server's does not queue: the clock probe lets it join again.
+    if (node_.empty() && !uncertain_) return clock_refused() ? void() : do_create();
     if (uncertain_) return do_find();
     if (!verified_) return do_verify();
     if (need_list_) return do_list();
@@ -151,6 +165,7 @@ class zk_contend_service final : public contend_service {
   void on_dir_ready(const op_result& r) {
     if (r.rc != ZOK) return on_failure(r.rc, "creating the mutex folder");
     if (stopping_) return cleanup();
+    create_sent_ = std::chrono::system_clock::now();
     session_->create_lock(sgen_, dir_ + "/" + lock_prefix(guid_), contender_id(),
                           bind(&zk_contend_service::on_created));
   }
@@ -164,6 +179,10 @@ class zk_contend_service final : public contend_service {
       verified_ = true;
       need_list_ = true;
       failures_ = 0;
+      // The node's ctime is the server's clock between our send and this reply.
+      note_backend_clock(backend_time{std::chrono::milliseconds{r.stat.ctime}}, create_sent_,
+                         std::chrono::system_clock::now());
+      if (clock_refused() && !stopping_) return refuse();
       return stopping_ ? cleanup() : advance();
     }
     if (connection_trouble(r.rc)) {
@@ -308,6 +327,7 @@ class zk_contend_service final : public contend_service {
   // ---- ownership -----------------------------------------------------------------------------
 
   void claim() {
+    if (clock_refused()) return refuse();
     const auto deadline = session_->lease_deadline(sgen_);
     if (deadline <= steady::now()) {
       // The session has not been proven alive lately: wait for the next heartbeat.
@@ -345,10 +365,11 @@ class zk_contend_service final : public contend_service {
       extend_lease(deadline);
       return arm_lease_timer(deadline);
     }
-    baton::detail::log().warn(
-        "mutex '{}': no answer from ZooKeeper within the session timeout ({} ms): local lease "
-        "ran out, stepping down",
-        mutex_name(), session_timeout().count());
+    baton::detail::log({.schedule = mutex_name(), .event = "lease.expired", .fence = mine_.fence})
+        .warn(
+            "no answer from ZooKeeper within the session timeout ({} ms{}): the local lease ran "
+            "out, stepping down before the session could expire",
+            session_timeout().count(), connected_ ? "" : ", disconnected");
     step_down(release_reason::step_down);
     verified_ = false;
     need_list_ = true;
@@ -375,6 +396,91 @@ class zk_contend_service final : public contend_service {
     uncertain_ = verified_ = false;
     need_list_ = true;
     stopping_ ? cleanup() : advance();
+  }
+
+  // ---- clock -------------------------------------------------------------------------------
+
+  // The clock is too far off the server's: no lock node (an owner steps down), probe until it
+  // is back within max_clock_offset.
+  void refuse() {
+    if (leader()) step_down(release_reason::step_down);
+    if (!node_.empty()) {
+      session_->remove(sgen_, node_path(), [](op_result) {});
+      node_.clear();
+    }
+    if (uncertain_) session_->delete_abandoned(dir_, guid_);  // a create whose reply was lost
+    uncertain_ = false;
+    guid_ = make_guid();
+    verified_ = need_list_ = await_heartbeat_ = false;
+    remove_watch();
+    schedule_clock_probe(clock_probe_period());
+  }
+
+  // Refused: every session timeout (1..10 s). Otherwise once a minute, to follow a clock that
+  // jumps while this node holds its node.
+  std::chrono::milliseconds clock_probe_period() const {
+    using std::chrono::milliseconds;
+    if (clock_refused())
+      return std::clamp(session_timeout(), milliseconds{1'000}, milliseconds{10'000});
+    return milliseconds{60'000};
+  }
+
+  void schedule_clock_probe(std::chrono::milliseconds delay) {
+    const auto seq = ++clock_seq_;
+    clock_timer_.expires_after(delay);
+    clock_timer_.async_wait([weak = weak_self(), seq](boost::system::error_code ec) {
+      auto self = weak.lock();
+      if (ec || !self || seq != self->clock_seq_) return;
+      self->probe_clock();
+    });
+  }
+
+  // setData of <base>/@clock (created when missing; '@' is never in a mutex name): its mtime is
+  // the server's clock when the write was applied.
+  void probe_clock() {
+    if (!running_ || stopping_) return;
+    if (!connected_) return schedule_clock_probe(clock_probe_period());
+    const auto seq = clock_seq_;
+    // Handlers run on client threads: they hold no strong reference, only post.
+    session_->ensure_path(sgen_, clock_path(),
+                          [weak = weak_self(), strand = get_executor(), seq](op_result r) {
+                            boost::asio::post(strand, [weak, seq, rc = r.rc] {
+                              auto self = weak.lock();
+                              if (!self || seq != self->clock_seq_) return;
+                              if (rc != ZOK)
+                                return self->schedule_clock_probe(self->clock_probe_period());
+                              self->write_clock(seq);
+                            });
+                          });
+  }
+
+  void write_clock(std::uint64_t seq) {
+    if (!running_ || stopping_) return;
+    const auto sent = std::chrono::system_clock::now();
+    session_->set(sgen_, clock_path(), "", -1,
+                  [weak = weak_self(), strand = get_executor(), seq, sent](op_result r) {
+                    const auto received = std::chrono::system_clock::now();
+                    boost::asio::post(strand, [weak, seq, sent, received, r = std::move(r)] {
+                      if (auto self = weak.lock(); self && seq == self->clock_seq_)
+                        self->on_clock_probe(r, sent, received);
+                    });
+                  });
+  }
+
+  std::string clock_path() const { return session_->config().base() + "/@clock"; }
+
+  void on_clock_probe(const op_result& r, std::chrono::system_clock::time_point sent,
+                      std::chrono::system_clock::time_point received) {
+    if (!running_ || stopping_) return;
+    if (r.rc == ZNONODE) session_->forget_dir(clock_path());  // deleted by someone: again
+    if (r.rc == ZOK) {
+      note_backend_clock(backend_time{std::chrono::milliseconds{r.stat.mtime}}, sent, received);
+      if (clock_refused() && (!node_.empty() || uncertain_ || leader()))
+        refuse();  // reschedules
+      else if (!clock_refused())
+        advance();  // joins again when it had no node
+    }
+    schedule_clock_probe(clock_probe_period());
   }
 
   // ---- session events ------------------------------------------------------------------------
@@ -418,10 +524,24 @@ class zk_contend_service final : public contend_service {
       case session_event::disconnected:
         if (event.gen != sgen_) return;
         connected_ = false;
-        if (leader())
-          baton::detail::log().warn("mutex '{}': connection to ZooKeeper lost, stepping down",
-                                    mutex_name());
-        step_down(release_reason::step_down);
+        if (leader()) {
+          // The session lives on the server until `timeout` after it last heard from us: keep
+          // leading until the local deadline; a reconnect within the session extends it.
+          const auto deadline = session_->lease_deadline(sgen_);
+          const auto left =
+              std::chrono::duration_cast<std::chrono::milliseconds>(deadline - steady::now());
+          baton::detail::log(
+              {.schedule = mutex_name(), .event = "lease.disconnected", .fence = mine_.fence})
+              .warn(
+                  "connection to ZooKeeper lost: keeping the lease for at most {} ms (its local "
+                  "deadline) while the client reconnects within the session",
+                  std::max<long long>(0, left.count()));
+          if (deadline <= steady::now()) {
+            step_down(release_reason::step_down);
+          } else {
+            arm_lease_timer(deadline);
+          }
+        }
         verified_ = false;
         if (running_) notify_error(make_error_code(errc::connection_lost));
         if (stopping_) cleanup();
@@ -547,6 +667,7 @@ class zk_contend_service final : public contend_service {
   std::shared_ptr<proxy> proxy_;
   boost::asio::steady_timer lease_timer_;
   boost::asio::steady_timer retry_timer_;
+  boost::asio::steady_timer clock_timer_;
 
   // Strand only.
   bool running_ = false;
@@ -569,6 +690,8 @@ class zk_contend_service final : public contend_service {
   std::uint64_t watch_seq_ = 0;
   std::uint64_t lease_seq_ = 0;
   std::uint64_t retry_seq_ = 0;
+  std::uint64_t clock_seq_ = 0;
+  std::chrono::system_clock::time_point create_sent_{};  // wall clock when the create was sent
   bool retry_pending_ = false;
   unsigned failures_ = 0;
   std::string predecessor_, lowest_;

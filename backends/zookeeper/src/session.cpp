@@ -469,8 +469,8 @@ void session::on_state(std::uint64_t gen, int state) {
     if (!was_connected) return;
     ++stats_->disconnects;
     baton::detail::log().warn(
-        "zookeeper: connection to {} lost; owners step down, reconnecting (the session lasts "
-        "{} ms without a connection)",
+        "zookeeper: connection to {} lost; reconnecting (the session lasts {} ms without a "
+        "connection; owners keep their lease until its local deadline)",
         settings_.hosts, session_timeout().count());
     broadcast(session_event::disconnected);
     arm_local_expiry(gen);
@@ -633,10 +633,9 @@ steady::time_point session::lease_deadline(std::uint64_t gen) const {
     last = ctx_->last_answer;
     negotiated = ctx_->negotiated_ms;
   }
-  if (last == 0 || negotiated <= 0) return {};
-  const milliseconds timeout{negotiated};
-  const auto margin = std::max(milliseconds{50}, timeout / 50);
-  return steady::time_point{std::chrono::nanoseconds{last}} + timeout - margin;
+  if (last == 0) return {};
+  return session_lease_deadline(steady::time_point{std::chrono::nanoseconds{last}},
+                                milliseconds{negotiated});
 }
 
 session_snapshot session::subscribe(std::uint64_t key, std::weak_ptr<session_listener> listener) {

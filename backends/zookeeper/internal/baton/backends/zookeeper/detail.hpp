@@ -41,6 +41,20 @@ settings parse_settings(const backend_config& config);
 /// used by the contend service.
 contend_options lease_defaults(const settings& s);
 
+/// The margin the local lease keeps before the session could end on the server (clock drift,
+/// scheduling delays): max(50 ms, timeout / 50).
+std::chrono::milliseconds session_drift_margin(std::chrono::milliseconds negotiated_timeout);
+
+/// The local lease of a ZooKeeper owner (steady clock): the server cannot end the session before
+/// `negotiated_timeout` after it last heard from us, and the latest we know it heard from us is
+/// the send time of the latest answered request, `last_answer_sent`. Deadline = that +
+/// negotiated timeout - session_drift_margin(). It holds through a disconnect (CONNECTING): a
+/// reconnect within the session moves it on, else the owner steps down at it. Time zero when
+/// nothing was answered yet or no timeout was negotiated.
+std::chrono::steady_clock::time_point session_lease_deadline(
+    std::chrono::steady_clock::time_point last_answer_sent,
+    std::chrono::milliseconds negotiated_timeout);
+
 /// Empty when `path` is a valid absolute ZooKeeper path other than "/", else why not.
 std::string path_error(std::string_view path);
 
