@@ -11,16 +11,29 @@
 #          start    start again, wait until it accepts clients (no-op when running)
 #          restart  stop, then start
 #          status   exit 0 when running and answering
-# SERVER:  postgres | mariadb | redis | redis-auth | zookeeper
+# SERVER:  postgres | postgres-primary | postgres-standby | mariadb | redis | redis-auth |
+#          zookeeper
+#
+# scripts/server-ctl.sh postgres-ha-promote   promote the standby, wait until it takes writes
+# scripts/server-ctl.sh postgres-ha-reset     a fresh primary + standby on the same ports
 #
 # Exit status: 0 done, 1 failed (the server's log tail is printed), 2 usage error.
 set -euo pipefail
 
-if (($# != 2)); then
-  sed -n '2,16p' "$0" >&2
+usage() {
+  sed -n '2,21p' "$0" >&2
   exit 2
-fi
+}
 
 # shellcheck source=servers.sh
 source "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/servers.sh"
+if (($# == 1)); then
+  case "$1" in
+    postgres-ha-promote) baton_postgres_ha_promote ;;
+    postgres-ha-reset) baton_postgres_ha_reset ;;
+    *) usage ;;
+  esac
+  exit
+fi
+(($# == 2)) || usage
 baton_server_ctl "$1" "$2"
