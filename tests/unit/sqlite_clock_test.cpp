@@ -40,6 +40,16 @@ TEST(sqlite_clock_math, raw_clocks_are_the_kernels_monotonic_and_wall_clocks) {
   EXPECT_NEAR(sql::wall_minus_monotonic_ms(), system_ms() - steady_ms(), 5);
 }
 
+TEST(sqlite_clock_math, the_display_offset_ignores_millisecond_jitter_and_follows_steps) {
+  EXPECT_EQ(sql::settled_offset_ms(1000, 1001), 1000);
+  EXPECT_EQ(sql::settled_offset_ms(1000, 998), 1000);
+  EXPECT_EQ(sql::settled_offset_ms(1000, 1003), 1003);
+  EXPECT_EQ(sql::settled_offset_ms(1000, -3'600'000), -3'600'000);
+  const auto a = sql::display_offset_ms();
+  EXPECT_EQ(sql::display_offset_ms(), a);
+  EXPECT_NEAR(a, sql::wall_minus_monotonic_ms(), 2);
+}
+
 TEST(sqlite_clock_math, boot_id_is_the_kernels) {
   const auto id = sql::boot_id();
   EXPECT_EQ(id.size(), 36u) << id;

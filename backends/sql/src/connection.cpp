@@ -561,7 +561,7 @@ lease_grant connection::grant() const {
     // Monotonic times shown on the host's wall clock (raw): differences, which is all the lease
     // arithmetic uses, stay exact; lease_grant::now is then the kernel's wall clock, against
     // which a process with a skewed clock measures its offset.
-    const long long offset = wall_minus_monotonic_ms();
+    const long long offset = display_offset_ms();
     auto shown = [&](long long t, bool deadline) {
       if (clock_mode_ == clock_mode::foreign_boot) t = rebased_ms(t, boot_delta_, now_, deadline);
       return at(to_wall_ms(t, offset));

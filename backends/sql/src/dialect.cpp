@@ -191,6 +191,7 @@ dialect_sql make_dialect_sql(dialect d, const std::string& table) {
       break;
     case dialect::postgresql:
       sql.now_ms = "CAST(FLOOR(EXTRACT(EPOCH FROM statement_timestamp()) * 1000) AS BIGINT)";
+      sql.wall_ms = sql.now_ms;
       sql.begin = "BEGIN";
       sql.channel = ("baton:" + table).substr(0, 63);  // at most 63 bytes, as LISTEN cuts it
       sql.notify = "SELECT pg_notify(:channel, :name)";
@@ -203,12 +204,12 @@ dialect_sql make_dialect_sql(dialect d, const std::string& table) {
     case dialect::mysql:
       // Needs the session time zone '+00:00' (set on connect) to be free of DST jumps.
       sql.now_ms = "CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)";
+      sql.wall_ms = sql.now_ms;
       sql.begin = "START TRANSACTION";
       sql.insert_missing = expand("INSERT IGNORE INTO {t} ", sql) + std::string(columns);
       sql.insert_controls = expand("INSERT IGNORE INTO {c} " + std::string(controls_columns), sql);
       break;
   }
-  if (sql.wall_ms.empty()) sql.wall_ms = sql.now_ms;
   sql.commit = "COMMIT";
   sql.acquire = expand(acquire_template, sql);
   sql.select_owner = expand(select_owner_template, sql);

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <fstream>
 #include <string>
 
@@ -47,6 +48,27 @@ inline long long wall_minus_monotonic_ms() noexcept {
   const long long w = realtime_ms();
   const long long m2 = monotonic_ms();
   return w - (m1 + (m2 - m1) / 2);
+}
+
+/// The offset to use from a `fresh` sample when `settled` was used so far: the same unless they
+/// differ by more than `tolerance_ms` (the wall clock was stepped or slewed that far). Two
+/// samples of the same offset differ by a millisecond now and then (two clocks read at slightly
+/// different instants, each cut to ms); displayed times must not flicker with that.
+constexpr long long settled_offset_ms(long long settled, long long fresh,
+                                      long long tolerance_ms = 2) noexcept {
+  const long long diff = fresh > settled ? fresh - settled : settled - fresh;
+  return diff > tolerance_ms ? fresh : settled;
+}
+
+/// wall_minus_monotonic_ms(), settled for this process (settled_offset_ms): what SQLite grants
+/// show times with.
+inline long long display_offset_ms() noexcept {
+  static std::atomic<long long> settled{wall_minus_monotonic_ms()};
+  const long long fresh = wall_minus_monotonic_ms();
+  long long current = settled.load(std::memory_order_relaxed);
+  const long long next = settled_offset_ms(current, fresh);
+  if (next != current) settled.compare_exchange_strong(current, next, std::memory_order_relaxed);
+  return settled.load(std::memory_order_relaxed);
 }
 
 /// A stored lease time (monotonic ms) shown as wall-clock ms: wall = realtime_now − (mono_now −
