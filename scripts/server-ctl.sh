@@ -11,20 +11,33 @@
 #          start    start again, wait until it accepts clients (no-op when running)
 #          restart  stop, then start
 #          status   exit 0 when running and answering
-# SERVER:  postgres | mariadb | redis | redis-auth | zookeeper | redis-primary | redis-replica |
+# SERVER:  postgres | postgres-primary | postgres-standby | mariadb | redis | redis-auth |
+#          zookeeper | redis-primary | redis-replica |
 #          sentinel-1 | sentinel-2 | sentinel-3 (the Sentinel topology, by original role) |
 #          redis-sentinel (status only: the whole topology healthy) |
 #          zookeeper-1 | zookeeper-2 | zookeeper-3   (members of the ensemble; a member is ready
 #          when it serves, so a start waits for a quorum)
 #
+# scripts/server-ctl.sh postgres-ha-promote   promote the standby, wait until it takes writes
+# scripts/server-ctl.sh postgres-ha-reset     a fresh primary + standby on the same ports
+#
 # Exit status: 0 done, 1 failed (the server's log tail is printed), 2 usage error.
 set -euo pipefail
 
-if (($# != 2)); then
-  sed -n '2,18p' "$0" >&2
+usage() {
+  sed -n '2,24p' "$0" >&2
   exit 2
-fi
+}
 
 # shellcheck source=servers.sh
 source "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/servers.sh"
+if (($# == 1)); then
+  case "$1" in
+    postgres-ha-promote) baton_postgres_ha_promote ;;
+    postgres-ha-reset) baton_postgres_ha_reset ;;
+    *) usage ;;
+  esac
+  exit
+fi
+(($# == 2)) || usage
 baton_server_ctl "$1" "$2"

@@ -12,6 +12,9 @@
 #   baton_stop_servers           (stops everything started from this shell; idempotent)
 #   baton_server_ctl ACTION SERVER   (what scripts/server-ctl.sh runs)
 #   baton_restart_postgres
+#   baton_start_postgres_ha DIR      a PostgreSQL primary + streaming standby (DIR/postgres-ha)
+#   baton_postgres_ha_promote        pg_ctl promote of the standby; waits until it takes writes
+#   baton_postgres_ha_reset          a fresh primary + standby on the same ports (after a test)
 #
 # DIR is a scratch directory owned by the caller (e.g. from mktemp -d); each server gets a
 # subdirectory DIR/<server> with its config, data, pid file and log. Every server listens on
@@ -23,6 +26,12 @@
 #
 #   BATON_TEST_POSTGRES          "dbname=baton_test user=postgres host=127.0.0.1 port=PORT"
 #   BATON_TEST_POSTGRES_PORT, BATON_TEST_POSTGRES_DATADIR, BATON_TEST_POSTGRES_DIR
+#   BATON_TEST_POSTGRES_HA       "dbname=baton_test user=postgres host=127.0.0.1,127.0.0.1
+#                                 port=P1,P2 target_session_attrs=read-write"  (libpq multi-host:
+#                                 the first member that takes writes; P1 primary, P2 standby)
+#   BATON_TEST_POSTGRES_HA_DIR, BATON_TEST_POSTGRES_HA_PRIMARY_PORT, ..._STANDBY_PORT
+#                                (primary: wal_level=replica, replication trusted on 127.0.0.1;
+#                                 standby: pg_basebackup -R, hot_standby=on, asynchronous)
 #   BATON_TEST_MYSQL             "db=baton_test user=baton password=baton host=127.0.0.1 port=PORT"
 #   BATON_TEST_MYSQL_PORT, BATON_TEST_MYSQL_SOCKET, BATON_TEST_MYSQL_DATADIR, BATON_TEST_MYSQL_DIR
 #   BATON_TEST_REDIS_URL         "redis://127.0.0.1:PORT"
@@ -53,7 +62,7 @@
 #   Redis auth  baton_secret / Rd/Zq6@x:y       (ACL user, all commands and keys)
 #
 # scripts/server-ctl.sh ACTION SERVER (ACTION: stop|start|restart|kill|status; SERVER:
-# postgres|mariadb|redis|redis-auth|zookeeper, and the Sentinel topology's members by their
+# postgres|postgres-primary|postgres-standby|mariadb|redis|redis-auth|zookeeper, and the Sentinel topology's members by their
 # original roles: redis-primary|redis-replica|sentinel-1|sentinel-2|sentinel-3; the ZooKeeper
 # ensemble's members zookeeper-1|zookeeper-2|zookeeper-3) finds a server
 # through BATON_TEST_<X>_DIR, so it works from any process that inherited these variables (e.g. a
@@ -66,6 +75,10 @@
 # 4000). After a failover the roles are swapped: baton_redis_sentinel_master says which is master.
 # A killed master restarted with `start` comes back empty (no persistence) and the sentinels make
 # it a replica of the new master.
+#
+# postgres-primary and postgres-standby are the members as started (after a promotion the standby
+# is the primary). scripts/server-ctl.sh also takes the single words postgres-ha-promote and
+# postgres-ha-reset for the two functions above.
 
 BATON_SCRIPTS_DIR=${BATON_SCRIPTS_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)}
 
@@ -387,6 +400,139 @@ EOF
 }
 
 baton_restart_postgres() { baton_server_ctl restart postgres; }
+
+# ------------------------------------------------------------- PostgreSQL primary + standby
+
+# DIR/postgres-ha/{primary,standby}: each a member directory like DIR/postgres (data/, log, pid
+# file), so the _baton_postgres_* functions serve both. The standby streams from the primary
+# (asynchronous replication, hot_standby) and was made by pg_basebackup -R.
+
+_baton_psql_value() { # PORT SQL: one value from the database postgres
+  "$(_baton_pg_bin)/psql" -X -A -t -h 127.0.0.1 -p "$1" -U postgres -d postgres -c "$2" 2>/dev/null
+}
+
+# _baton_postgres_ha_init HADIR PORT1 PORT2: a fresh primary on PORT1 (database baton_test) and a
+# streaming standby of it on PORT2, both running. Member data directories must not exist.
+_baton_postgres_ha_init() {
+  local ha=$1 p1=$2 p2=$3 bin primary=$1/primary standby=$1/standby deadline
+  bin=$(_baton_pg_bin) || return 1
+  _baton_postgres_run_as mkdir -p "$primary" "$standby" || return 1
+  _baton_postgres_configure "$primary" "$p1" || return 1
+  printf '%s\n' "wal_level = replica" "max_wal_senders = 10" "wal_keep_size = 256MB" \
+    "hot_standby = on" >>"$primary/data/postgresql.conf"
+  if ! grep -q '^host replication all 127.0.0.1/32 trust' "$primary/data/pg_hba.conf"; then
+    echo "host replication all 127.0.0.1/32 trust" >>"$primary/data/pg_hba.conf"
+  fi
+  _baton_postgres_launch "$primary" || return 1
+  _baton_wait_ready postgres "$primary" "$BATON_START_TIMEOUT" || return 1
+  "$bin/psql" -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$p1" -U postgres -d postgres \
+    -c 'CREATE DATABASE baton_test' >>"$ha/setup.log" 2>&1 || {
+    _baton_msg "PostgreSQL HA: creating database baton_test failed"
+    _baton_tail "$ha/setup.log" "$primary/postgres.log"
+    return 1
+  }
+  # The standby: a base backup with the replication settings (-R: standby.signal and
+  # primary_conninfo), then its own port and socket directory (the last setting wins).
+  _baton_postgres_run_as "$bin/pg_basebackup" -h 127.0.0.1 -p "$p1" -U postgres \
+    -D "$standby/data" -R -X stream --checkpoint=fast --no-sync >>"$ha/setup.log" 2>&1 || {
+    _baton_msg "PostgreSQL HA: pg_basebackup of the standby failed"
+    _baton_tail "$ha/setup.log" "$primary/postgres.log"
+    return 1
+  }
+  printf '%s\n' "# baton test standby" "port = $p2" "unix_socket_directories = '$standby'" \
+    "hot_standby = on" >>"$standby/data/postgresql.conf"
+  _baton_postgres_launch "$standby" || return 1
+  _baton_wait_ready postgres "$standby" "$BATON_START_TIMEOUT" || return 1
+  # Streaming, not only running: the primary lists the standby's WAL sender as streaming.
+  deadline=$((SECONDS + BATON_START_TIMEOUT))
+  until [[ "$(_baton_psql_value "$p1" \
+    "SELECT count(*) FROM pg_stat_replication WHERE state = 'streaming'")" == 1 ]]; do
+    if ((SECONDS >= deadline)); then
+      _baton_msg "PostgreSQL HA: the standby does not stream from the primary"
+      _baton_tail "$standby/postgres.log" "$primary/postgres.log"
+      return 1
+    fi
+    sleep 0.1
+  done
+}
+
+_baton_postgres_ha_export() {
+  local ha=$1 p1 p2
+  p1=$(_baton_postgres_port "$ha/primary")
+  p2=$(_baton_postgres_port "$ha/standby")
+  export BATON_TEST_POSTGRES_HA_DIR="$ha"
+  export BATON_TEST_POSTGRES_HA_PRIMARY_PORT="$p1"
+  export BATON_TEST_POSTGRES_HA_STANDBY_PORT="$p2"
+  export BATON_TEST_POSTGRES_HA="dbname=baton_test user=postgres host=127.0.0.1,127.0.0.1 port=$p1,$p2 target_session_attrs=read-write"
+}
+
+# baton_start_postgres_ha DIR: a primary and a streaming standby in DIR/postgres-ha (see the
+# header for what it exports).
+baton_start_postgres_ha() {
+  local ha start p1 p2
+  start=$(_baton_now)
+  _baton_pg_bin >/dev/null || return 1
+  ha=$(_baton_prepare_dir "${1:-}" postgres-ha postgres) || return 1
+  _baton_register postgres "$ha/primary"
+  _baton_register postgres "$ha/standby"
+  _baton_pick_port || return 1
+  p1=$_BATON_PORT
+  _baton_pick_port || return 1
+  p2=$_BATON_PORT
+  _baton_postgres_ha_init "$ha" "$p1" "$p2" || {
+    _baton_msg "FAILED to start the PostgreSQL primary and standby in $ha"
+    return 1
+  }
+  _baton_postgres_ha_export "$ha"
+  _baton_msg "PostgreSQL primary 127.0.0.1:$p1 + standby 127.0.0.1:$p2 ready in $(_baton_elapsed "$start")s"
+}
+
+# baton_postgres_ha_promote: promotes the standby (pg_ctl promote) and waits until it accepts
+# writes. The primary is left as it is (stop it first for a failover).
+baton_postgres_ha_promote() {
+  local ha=${BATON_TEST_POSTGRES_HA_DIR:-} bin port deadline
+  if [[ -z "$ha" || ! -d "$ha/standby" ]]; then
+    _baton_msg "baton_postgres_ha_promote: BATON_TEST_POSTGRES_HA_DIR is unset or not a directory"
+    return 2
+  fi
+  bin=$(_baton_pg_bin) || return 1
+  port=$(_baton_postgres_port "$ha/standby")
+  _baton_postgres_run_as "$bin/pg_ctl" promote -w -t "$BATON_START_TIMEOUT" \
+    -D "$ha/standby/data" >>"$ha/setup.log" 2>&1 || {
+    _baton_msg "pg_ctl promote failed"
+    _baton_tail "$ha/setup.log" "$ha/standby/postgres.log"
+    return 1
+  }
+  deadline=$((SECONDS + BATON_START_TIMEOUT))
+  until [[ "$(_baton_psql_value "$port" 'SELECT pg_is_in_recovery()')" == f ]]; do
+    if ((SECONDS >= deadline)); then
+      _baton_msg "the promoted standby does not accept writes"
+      _baton_tail "$ha/standby/postgres.log"
+      return 1
+    fi
+    sleep 0.05
+  done
+}
+
+# baton_postgres_ha_reset: stops both members and builds the pair again from scratch on the same
+# ports (a fresh primary and standby; every table is gone), so tests can run one after another.
+baton_postgres_ha_reset() {
+  local ha=${BATON_TEST_POSTGRES_HA_DIR:-} p1 p2 member log
+  if [[ -z "$ha" || ! -d "$ha/primary" ]]; then
+    _baton_msg "baton_postgres_ha_reset: BATON_TEST_POSTGRES_HA_DIR is unset or not a directory"
+    return 2
+  fi
+  p1=${BATON_TEST_POSTGRES_HA_PRIMARY_PORT:-$(_baton_postgres_port "$ha/primary")}
+  p2=${BATON_TEST_POSTGRES_HA_STANDBY_PORT:-$(_baton_postgres_port "$ha/standby")}
+  for member in standby primary; do
+    _baton_postgres_kill "$ha/$member" || return 1
+    rm -rf "${ha:?}/${member:?}/data"
+    for log in "$ha/$member"/*.log; do
+      if [[ -f "$log" ]]; then cat "$log" >>"$log.old" && rm -f "$log"; fi
+    done
+  done
+  _baton_postgres_ha_init "$ha" "$p1" "$p2"
+}
 
 # -------------------------------------------------------------------------------- MariaDB
 
@@ -949,6 +1095,7 @@ baton_start_all() {
   baton_start_zookeeper "$base" &&
     baton_start_zookeeper_ensemble "$base" &&
     baton_start_postgres "$base" &&
+    baton_start_postgres_ha "$base" &&
     baton_start_mariadb "$base" &&
     baton_start_redis "$base" &&
     baton_start_redis_auth "$base" &&
@@ -976,6 +1123,9 @@ baton_stop_servers() {
 _baton_server_locate() {
   case "$1" in
     postgres | postgresql) echo "postgres ${BATON_TEST_POSTGRES_DIR:-}" ;;
+    postgres-primary | postgres-standby)
+      echo "postgres ${BATON_TEST_POSTGRES_HA_DIR:+$BATON_TEST_POSTGRES_HA_DIR/${1#postgres-}}"
+      ;;
     mariadb | mysql) echo "mariadb ${BATON_TEST_MYSQL_DIR:-}" ;;
     redis) echo "redis ${BATON_TEST_REDIS_DIR:-}" ;;
     redis-auth) echo "redis ${BATON_TEST_REDIS_AUTH_DIR:-}" ;;
@@ -997,7 +1147,7 @@ _baton_server_locate() {
 baton_server_ctl() {
   local action=${1:-} server=${2:-} kind dir located pid
   located=$(_baton_server_locate "$server") || {
-    _baton_msg "unknown server '$server' (postgres|mariadb|redis|redis-auth|zookeeper|zookeeper-1|zookeeper-2|zookeeper-3|redis-primary|redis-replica|sentinel-1|sentinel-2|sentinel-3|redis-sentinel)"
+    _baton_msg "unknown server '$server' (postgres|postgres-primary|postgres-standby|mariadb|redis|redis-auth|zookeeper|zookeeper-1|zookeeper-2|zookeeper-3|redis-primary|redis-replica|sentinel-1|sentinel-2|sentinel-3|redis-sentinel)"
     return 2
   }
   read -r kind dir <<<"$located"

@@ -10,8 +10,10 @@
 #include <soci/soci.h>
 #include <soci/sqlite3/soci-sqlite3.h>
 
+#include "baton/mutex/detail/log.hpp"
 #include "config.hpp"
 #include "pg_listener.hpp"
+#include "sqlite_clock.hpp"
 
 namespace baton::backends::sql::detail {
 namespace {
@@ -72,6 +74,41 @@ bool select_one(soci::statement& st) {
 }
 
 backend_time at(long long ms) { return backend_time{std::chrono::milliseconds{ms}}; }
+
+// The SQL functions of sqlite_clock.hpp on one SQLite connection. `mode` (the connection's) says
+// what baton_monotonic_ms() returns: the wall clock on an older baton's file read read-only.
+void register_clock_functions(soci::session& session, const connection::clock_mode* mode) {
+  // SOCI declares SQLite's C API in namespace sqlite_api.
+  using namespace sqlite_api;
+  auto* db = static_cast<soci::sqlite3_session_backend*>(session.get_backend())->conn_;
+  auto monotonic = [](sqlite3_context* context, int, sqlite3_value**) {
+    const auto* m = static_cast<const connection::clock_mode*>(sqlite3_user_data(context));
+    sqlite3_result_int64(
+        context, *m == connection::clock_mode::legacy_wall ? realtime_ms() : monotonic_ms());
+  };
+  auto wall = [](sqlite3_context* context, int, sqlite3_value**) {
+    sqlite3_result_int64(context, realtime_ms());
+  };
+  // Innocuous (no side effects): usable in the schema's triggers whatever trusted_schema says.
+  const int flags = SQLITE_UTF8 | SQLITE_INNOCUOUS;
+  for (auto [name, fn] :
+       {std::pair{sqlite_monotonic_function, +monotonic}, std::pair{sqlite_wall_function, +wall}}) {
+    const std::string n(name);
+    if (sqlite3_create_function_v2(db, n.c_str(), 0, flags,
+                                   const_cast<connection::clock_mode*>(mode), fn, nullptr, nullptr,
+                                   nullptr) != SQLITE_OK)
+      throw soci::soci_error("cannot register the SQLite function " + n + ": " +
+                             sqlite3_errmsg(db));
+  }
+}
+
+long long to_ms(const std::string& text) {
+  try {
+    return std::stoll(text);
+  } catch (const std::exception&) {
+    return 0;
+  }
+}
 
 }  // namespace
 
@@ -135,6 +172,8 @@ void connection::configure(const sql_options& options) {
       // one writer of several processes share the file.
       std::string value;
       *session_ << "PRAGMA busy_timeout = " + ms, soci::into(value);
+      register_clock_functions(*session_, &clock_mode_);
+      read_only_ = options.read_only;
       if (options.read_only) break;  // the file's journal mode is not ours to change
       use_wal(options.statement_timeout);
       exec("PRAGMA synchronous = NORMAL");
@@ -313,7 +352,114 @@ void connection::check_table() {
   *session_ << sql_.check_history, soci::into(name);
   checking_ = sql_.controls_table;
   *session_ << sql_.check_controls, soci::into(name);
+  if (!sql_.check_meta.empty()) {
+    checking_ = sql_.meta_table;
+    *session_ << sql_.check_meta, soci::into(name);
+  }
   checking_.clear();
+}
+
+std::string connection::read_meta(const std::string& key) {
+  meta_key_ = key;
+  meta_value_.clear();
+  soci::indicator ind = soci::i_ok;
+  *session_ << sql_.read_meta, soci::use(meta_key_, "key"), soci::into(meta_value_, ind);
+  return ind == soci::i_ok && session_->got_data() ? meta_value_ : std::string();
+}
+
+void connection::write_meta(const std::string& key, const std::string& value) {
+  meta_key_ = key;
+  meta_value_ = value;
+  *session_ << sql_.write_meta, soci::use(meta_key_, "key"), soci::use(meta_value_, "value");
+}
+
+void connection::prepare_clock(bool read_only) {
+  if (sql_.kind != dialect::sqlite) return;
+  constexpr std::string_view monotonic = "monotonic";
+  const std::string boot = boot_id();
+  if (read_only) {
+    // Read the times as they are; change nothing.
+    clock_mode_ = clock_mode::monotonic;
+    boot_delta_ = 0;
+    if (!table_exists(sql_.find_meta_t) || read_meta("clock") != monotonic) {
+      clock_mode_ = clock_mode::legacy_wall;
+    } else if (read_meta("boot_id") != boot) {
+      clock_mode_ = clock_mode::foreign_boot;
+      boot_delta_ = to_ms(read_meta("wall_minus_mono")) - wall_minus_monotonic_ms();
+    }
+    return;
+  }
+  if (boot.empty())
+    throw reply_error(
+        "cannot read /proc/sys/kernel/random/boot_id: SQLite lease times are on the host's "
+        "monotonic clock and need the boot they belong to");
+  if (read_meta("clock") == monotonic && read_meta("boot_id") == boot) return;
+
+  // Once per file and boot; the first connection to get the write lock does it, the others
+  // find it done.
+  exec("BEGIN IMMEDIATE");
+  try {
+    const auto clock = read_meta("clock");
+    const auto stored_boot = read_meta("boot_id");
+    if (clock != monotonic || stored_boot != boot) {
+      const long long offset = wall_minus_monotonic_ms();
+      const long long now = monotonic_ms();
+      const bool legacy = clock != monotonic;
+      const long long delta = legacy ? 0 : to_ms(read_meta("wall_minus_mono")) - offset;
+      struct row {
+        std::string name;
+        long long acquired_at, ttl_at, transition_at;
+      };
+      std::vector<row> rows;
+      {
+        soci::rowset<soci::row> all = (session_->prepare << "SELECT name, acquired_at, ttl_at, "
+                                                            "transition_at FROM " +
+                                                                sql_.table);
+        for (const auto& r : all)
+          rows.push_back({r.get<std::string>(0), r.get<long long>(1), r.get<long long>(2),
+                          r.get<long long>(3)});
+      }
+      for (auto& r : rows) {
+        if (legacy) {
+          r.acquired_at = legacy_to_monotonic_ms(r.acquired_at, offset);
+          r.ttl_at = legacy_to_monotonic_ms(r.ttl_at, offset);
+          r.transition_at = legacy_to_monotonic_ms(r.transition_at, offset);
+        } else {
+          r.acquired_at = rebased_ms(r.acquired_at, delta, now, false);
+          r.ttl_at = rebased_ms(r.ttl_at, delta, now, true);
+          r.transition_at = rebased_ms(r.transition_at, delta, now, true);
+        }
+        *session_ << "UPDATE " + sql_.table +
+                         " SET acquired_at = :a, ttl_at = :b, transition_at = :c WHERE name = :n",
+            soci::use(r.acquired_at, "a"), soci::use(r.ttl_at, "b"),
+            soci::use(r.transition_at, "c"), soci::use(r.name, "n");
+      }
+      write_meta("clock", std::string(monotonic));
+      write_meta("boot_id", boot);
+      write_meta("wall_minus_mono", std::to_string(offset));
+      if (legacy && !rows.empty())
+        baton::detail::log({.event = "sqlite.clock_converted"})
+            .warn(
+                "sqlite: table '{}': converted the lease times of {} mutexes from wall-clock "
+                "to monotonic time (the file was used by an older baton, which can no longer "
+                "write it)",
+                sql_.table, rows.size());
+      else if (!legacy)
+        baton::detail::log({.event = "sqlite.boot_changed"})
+            .info(
+                "sqlite: table '{}': lease times of {} mutexes were from another boot; they "
+                "count as past",
+                sql_.table, rows.size());
+    }
+    exec("COMMIT");
+  } catch (...) {
+    try {
+      exec("ROLLBACK");
+    } catch (...) {
+      // The connection is discarded anyway.
+    }
+    throw;
+  }
 }
 
 bool connection::table_exists() { return table_exists(sql_.find_table_t); }
@@ -411,6 +557,20 @@ lease_grant connection::grant() const {
   g.owner.transition_at = at(transition_at_);
   g.owner.fence = static_cast<std::uint64_t>(fence_);
   g.now = at(now_);
+  if (sql_.kind == dialect::sqlite && clock_mode_ != clock_mode::legacy_wall) {
+    // Monotonic times shown on the host's wall clock (raw): differences, which is all the lease
+    // arithmetic uses, stay exact; lease_grant::now is then the kernel's wall clock, against
+    // which a process with a skewed clock measures its offset.
+    const long long offset = display_offset_ms();
+    auto shown = [&](long long t, bool deadline) {
+      if (clock_mode_ == clock_mode::foreign_boot) t = rebased_ms(t, boot_delta_, now_, deadline);
+      return at(to_wall_ms(t, offset));
+    };
+    g.owner.acquired_at = shown(acquired_at_, false);
+    g.owner.ttl_at = shown(ttl_at_, true);
+    g.owner.transition_at = shown(transition_at_, true);
+    g.now = at(now_ + offset);
+  }
   return g;
 }
 
@@ -465,6 +625,8 @@ bool connection::release(const std::string& name, const std::string& me) {
 
 lease_grant connection::read(const std::string& name) {
   name_ = name;
+  // Read-only SQLite: a writer may have converted the file (or a reboot happened) since.
+  if (read_only_ && sql_.kind == dialect::sqlite) prepare_clock(true);
   if (select_one(prepared(select_owner_, select_owner_stmt))) return grant();
   select_one(prepared(select_now_, select_now_stmt));
   lease_grant g;

@@ -69,8 +69,15 @@ class connection {
   connection& operator=(const connection&) = delete;
   ~connection() noexcept;
 
-  /// Sets the session up: timeouts, SQLite WAL, MySQL UTC and READ COMMITTED. Throws.
+  /// Sets the session up: timeouts, SQLite WAL and clock functions, MySQL UTC and READ
+  /// COMMITTED. Throws.
   void configure(const sql_options& options);
+  /// SQLite: makes the file's lease times this boot's monotonic times, once per file and boot
+  /// (BEGIN IMMEDIATE): converts the wall-clock times of an older baton's file, moves the times
+  /// of another boot to the past, and records clock and boot in the meta table. Read-only: only
+  /// learns how to read the times (an older baton's wall-clock times, another boot's). Other
+  /// dialects: nothing. Throws.
+  void prepare_clock(bool read_only);
   /// Runs the schema (CREATE TABLE IF NOT EXISTS), serialized between processes on PostgreSQL.
   void create_table();
   /// Throws when one of the tables (owner records, history, controls) is missing or unusable;
@@ -122,6 +129,22 @@ class connection {
   void use_wal(std::chrono::milliseconds timeout);
   soci::statement& prepared(std::unique_ptr<soci::statement>& slot, int which);
   lease_grant grant() const;
+  /// SQLite: the meta value of `key`, or "" when missing.
+  std::string read_meta(const std::string& key);
+  void write_meta(const std::string& key, const std::string& value);
+
+ public:
+  /// How a SQLite connection reads the lease times of its file.
+  enum class clock_mode {
+    monotonic,     ///< this boot's monotonic ms (the normal case; other dialects: unused)
+    legacy_wall,   ///< read-only on an older baton's file: wall-clock ms
+    foreign_boot,  ///< read-only, times of another boot: rebased by boot_delta_, deadlines past
+  };
+
+ private:
+  clock_mode clock_mode_ = clock_mode::monotonic;
+  long long boot_delta_ = 0;  // foreign_boot: the old boot's wall - mono minus this one's
+  bool read_only_ = false;
 
   const dialect_sql& sql_;
   std::unique_ptr<soci::session> session_;
@@ -137,7 +160,7 @@ class connection {
       write_state_, read_state_, notify_;
 
   // History and controls.
-  std::string bytes_, payload_, checking_;
+  std::string bytes_, payload_, checking_, meta_key_, meta_value_;
   long long seq_ = 0, cut_ = 0, limit_ = 0, version_ = 0, expected_ = 0, locked_fence_ = 0;
   std::unique_ptr<soci::statement> lock_owner_, max_seq_, insert_history_, prune_history_,
       read_history_, read_controls_, insert_controls_, update_controls_, notify_controls_;

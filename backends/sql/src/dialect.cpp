@@ -46,6 +46,8 @@ constexpr std::string_view columns =
 std::string expand(std::string_view text, const dialect_sql& sql) {
   std::string out(text);
   replace_all(out, "{now}", sql.now_ms);
+  replace_all(out, "{wall}", sql.wall_ms);
+  replace_all(out, "{m}", sql.meta_table);
   replace_all(out, "{h}", sql.history_table);
   replace_all(out, "{c}", sql.controls_table);
   replace_all(out, "{t}", sql.table);
@@ -59,7 +61,8 @@ bool stem_ends(std::string_view text, std::size_t end) {
     return at == text.size() || !identifier_char(text[at]);
   };
   if (word_ends_at(end)) return true;
-  for (auto suffix : {history_suffix, controls_suffix})
+  for (auto suffix :
+       {history_suffix, controls_suffix, meta_suffix, clock_insert_suffix, clock_update_suffix})
     if (text.compare(end, suffix.size(), suffix) == 0 && word_ends_at(end + suffix.size()))
       return true;
   return false;
@@ -73,16 +76,34 @@ constexpr std::string_view max_seq_template =
     "SELECT COALESCE(MAX(seq), 0) FROM {h} WHERE name = :name";
 constexpr std::string_view insert_history_template =
     "INSERT INTO {h} (name, seq, fence, written_at, bytes) "
-    "VALUES (:name, :seq, :fence, {now}, :bytes)";
+    "VALUES (:name, :seq, :fence, {wall}, :bytes)";
 constexpr std::string_view prune_history_template =
     "DELETE FROM {h} WHERE name = :name AND seq <= :cut";
 constexpr std::string_view read_history_template =
     "SELECT seq, fence, bytes FROM {h} WHERE name = :name ORDER BY seq DESC LIMIT :limit";
 constexpr std::string_view controls_columns =
-    "(name, version, bytes, written_at) VALUES (:name, 1, :bytes, {now})";
+    "(name, version, bytes, written_at) VALUES (:name, 1, :bytes, {wall})";
 constexpr std::string_view update_controls_template =
-    "UPDATE {c} SET version = version + 1, bytes = :bytes, written_at = {now} "
+    "UPDATE {c} SET version = version + 1, bytes = :bytes, written_at = {wall} "
     "WHERE name = :name AND version = :expected";
+
+// Whether `statement` (up to a ';') is a CREATE TRIGGER whose BEGIN ... END body is still
+// open: its statements end with ';' too.
+bool inside_trigger_body(const std::string& statement) {
+  std::string words;  // upper case, runs of white space as one blank
+  for (char c : statement) {
+    if (std::isspace(static_cast<unsigned char>(c)) != 0) {
+      if (!words.empty() && words.back() != ' ') words += ' ';
+    } else {
+      words += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    }
+  }
+  if (!words.empty() && words.back() == ' ') words.pop_back();
+  if (words.rfind("CREATE TRIGGER ", 0) != 0 && words.rfind("CREATE TEMP TRIGGER ", 0) != 0)
+    return false;
+  const bool ends_with_end = words.size() >= 4 && words.compare(words.size() - 4, 4, " END") == 0;
+  return !ends_with_end;
+}
 
 }  // namespace
 
@@ -113,7 +134,7 @@ std::vector<std::string> split_sql(std::string_view script) {
     } else if (c == '-' && i + 1 < script.size() && script[i + 1] == '-') {
       while (i < script.size() && script[i] != '\n') ++i;
       current += '\n';
-    } else if (c == ';') {
+    } else if (c == ';' && !inside_trigger_body(current)) {
       out.push_back(current);
       current.clear();
     } else {
@@ -153,9 +174,16 @@ dialect_sql make_dialect_sql(dialect d, const std::string& table) {
   sql.table = table;
   sql.history_table = table + std::string(history_suffix);
   sql.controls_table = table + std::string(controls_suffix);
+  sql.meta_table = table + std::string(meta_suffix);
   switch (d) {
     case dialect::sqlite:
-      sql.now_ms = "CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER)";
+      // No server clock: the host's monotonic clock for lease times, its wall clock for record
+      // times, both read by functions each connection registers (sqlite_clock.hpp).
+      sql.now_ms = std::string(sqlite_monotonic_function) + "()";
+      sql.wall_ms = std::string(sqlite_wall_function) + "()";
+      sql.read_meta = expand("SELECT value FROM {m} WHERE key = :key", sql);
+      sql.write_meta = expand("INSERT OR REPLACE INTO {m} (key, value) VALUES (:key, :value)", sql);
+      sql.check_meta = expand("SELECT key, value FROM {m} WHERE 1 = 0", sql);
       sql.begin = "BEGIN IMMEDIATE";
       sql.insert_missing = expand("INSERT OR IGNORE INTO {t} ", sql) + std::string(columns);
       sql.insert_controls =
@@ -163,6 +191,7 @@ dialect_sql make_dialect_sql(dialect d, const std::string& table) {
       break;
     case dialect::postgresql:
       sql.now_ms = "CAST(FLOOR(EXTRACT(EPOCH FROM statement_timestamp()) * 1000) AS BIGINT)";
+      sql.wall_ms = sql.now_ms;
       sql.begin = "BEGIN";
       sql.channel = ("baton:" + table).substr(0, 63);  // at most 63 bytes, as LISTEN cuts it
       sql.notify = "SELECT pg_notify(:channel, :name)";
@@ -175,6 +204,7 @@ dialect_sql make_dialect_sql(dialect d, const std::string& table) {
     case dialect::mysql:
       // Needs the session time zone '+00:00' (set on connect) to be free of DST jumps.
       sql.now_ms = "CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)";
+      sql.wall_ms = sql.now_ms;
       sql.begin = "START TRANSACTION";
       sql.insert_missing = expand("INSERT IGNORE INTO {t} ", sql) + std::string(columns);
       sql.insert_controls = expand("INSERT IGNORE INTO {c} " + std::string(controls_columns), sql);
@@ -229,6 +259,7 @@ dialect_sql make_dialect_sql(dialect d, const std::string& table) {
   }
   sql.find_history_t = sql.find_table_t + std::string(history_suffix);
   sql.find_controls_t = sql.find_table_t + std::string(controls_suffix);
+  sql.find_meta_t = sql.find_table_t + std::string(meta_suffix);
   sql.schema = split_sql(with_table(schema_file(d), table));
   return sql;
 }

@@ -14,8 +14,10 @@ namespace baton::backends::sql::detail {
 struct dialect_sql {
   dialect kind = dialect::sqlite;
   std::string table;
-  std::string now_ms;  ///< database clock, ms since the epoch, fixed within a statement
-  std::string begin;   ///< starts the acquire transaction (SQLite: BEGIN IMMEDIATE)
+  std::string now_ms;   ///< lease clock in ms: the database's (since the epoch, fixed within a
+                        ///< statement); SQLite: the host's monotonic clock (sqlite_clock.hpp)
+  std::string wall_ms;  ///< record times (written_at): wall clock, ms since the epoch
+  std::string begin;    ///< starts the acquire transaction (SQLite: BEGIN IMMEDIATE)
   std::string commit;
   std::string insert_missing;  ///< :name; a free row (owner '', times 0, fence 0) if missing
   std::string acquire;         ///< :me1 :me2 :me3 :ttl :lease :name :me4
@@ -50,6 +52,13 @@ struct dialect_sql {
   /// notify the bare name, and mutex names have no ':'.
   static std::string controls_payload(const std::string& name) { return "controls:" + name; }
   std::vector<std::string> schema;  ///< the statements of schema/<dialect>.sql
+
+  // SQLite only: the meta table (key, value) that names the clock of the lease times.
+  std::string meta_table;
+  std::string read_meta;    ///< :key -> value
+  std::string write_meta;   ///< :key :value (insert or replace)
+  std::string check_meta;   ///< fails when the meta table or a column is missing
+  std::string find_meta_t;  ///< what :t of find_table binds for the meta table
 };
 
 /// The statements of dialect `d` on table `table` (already validated).
@@ -64,9 +73,18 @@ std::vector<std::string> split_sql(std::string_view script);
 /// Suffixes of the tables derived from the configured table name.
 inline constexpr std::string_view history_suffix = "_history";
 inline constexpr std::string_view controls_suffix = "_controls";
+/// SQLite: the meta table and the triggers that keep an older baton from writing the file.
+inline constexpr std::string_view meta_suffix = "_meta";
+inline constexpr std::string_view clock_insert_suffix = "_clock_insert";
+inline constexpr std::string_view clock_update_suffix = "_clock_update";
 
-/// Replaces the identifier `baton_mutex` (whole word, also as the stem of `baton_mutex_history`
-/// and `baton_mutex_controls`) by `table`.
+/// SQLite: the SQL functions each connection registers: the host's monotonic clock (lease
+/// times) and its wall clock (record times), in ms, both read with the raw system call.
+inline constexpr std::string_view sqlite_monotonic_function = "baton_monotonic_ms";
+inline constexpr std::string_view sqlite_wall_function = "baton_wall_ms";
+
+/// Replaces the identifier `baton_mutex` (whole word, also as the stem of `baton_mutex_history`,
+/// `baton_mutex_controls`, `baton_mutex_meta` and the clock triggers) by `table`.
 std::string with_table(std::string_view text, std::string_view table);
 
 }  // namespace baton::backends::sql::detail

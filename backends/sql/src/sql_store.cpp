@@ -621,6 +621,8 @@ std::unique_ptr<connection> sql_store::checkout(const char* operation, const std
         stage = "check table";
         c->check_table();
       }
+      stage = "clock setup";
+      c->prepare_clock(options_.read_only);
     } catch (...) {
       fired = c->guard()->fired();
       checking = c->checking();
@@ -650,9 +652,11 @@ std::unique_ptr<connection> sql_store::checkout(const char* operation, const std
   if (std::string_view(stage) == "check table" && !options_.create_table)
     baton::detail::log().error(
         "{}: {} '{}': table '{}' is missing or unusable and create_table=false (create it with "
-        "the shipped schema/{}.sql, which makes '{}', '{}' and '{}'): {}",
+        "the shipped schema/{}.sql, which makes '{}', '{}'{} and '{}'): {}",
         label_, operation, name, checking.empty() ? options_.table : checking, label_,
-        options_.table, sql_.history_table, sql_.controls_table, failure.message);
+        options_.table, sql_.history_table,
+        sql_.meta_table.empty() ? "" : ", '" + sql_.meta_table + "'", sql_.controls_table,
+        failure.message);
   else
     baton::detail::log().warn("{}: {} '{}': {} failed ({}); next attempt in {} ms: {}", label_,
                               operation, name, stage, failure.code.message(), delay.count(),
