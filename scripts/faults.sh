@@ -563,6 +563,7 @@ meta = {"scenario": "$fault", "backend": "$backend", "schedule": "$SCHEDULE",
                    "fire_match": json.loads("$fm")},
         "strict": $( [[ $strict == true ]] && echo True || echo False ),
         "stall": json.loads('''$stall'''),
+        "skew": {"node1": 3600.0, "node2": -120.0} if "$fault" == "clock" else {},
         "killed": killed}
 json.dump(meta, open(sys.argv[1], "w"), indent=1)
 PY

@@ -860,10 +860,13 @@ _baton_zookeeper_classpath() {
   echo "$cp"
 }
 
-_baton_zookeeper_configure() { # DIR PORT
-  local dir=$1 port=$2
+# _baton_zookeeper_write_config DIR PORT [EXTRA_LINES]: zoo.cfg and log4j.properties of one
+# server (a single server, or an ensemble member when EXTRA_LINES carry its server.N lines).
+_baton_zookeeper_write_config() {
+  local dir=$1 port=$2 extra=${3:-}
   mkdir -p "$dir/data"
-  # tickTime 500 ms: the server accepts session timeouts from 1 s to 10 s.
+  # tickTime 500 ms: the server accepts session timeouts from 1 s to 10 s; initLimit and
+  # syncLimit count ticks.
   cat >"$dir/zoo.cfg" <<EOF
 tickTime=500
 initLimit=10
@@ -876,6 +879,7 @@ admin.enableServer=false
 4lw.commands.whitelist=ruok,srvr,stat,cons,mntr
 forceSync=no
 autopurge.purgeInterval=0
+$extra
 EOF
   cat >"$dir/log4j.properties" <<EOF
 log4j.rootLogger=INFO, FILE
@@ -887,20 +891,26 @@ log4j.appender.FILE.layout.ConversionPattern=%d{ISO8601} %-5p [%t:%C{1}@%L] - %m
 EOF
 }
 
-_baton_zookeeper_launch() {
-  local dir=$1 java
+_baton_zookeeper_configure() { _baton_zookeeper_write_config "$1" "$2"; } # DIR PORT
+
+# _baton_zookeeper_spawn DIR MAIN_CLASS HEAP: one ZooKeeper JVM in the background.
+_baton_zookeeper_spawn() {
+  local dir=$1 main=$2 heap=$3 java
   java=$(command -v java) || {
     _baton_msg "java not found (package zookeeper depends on default-jre)"
     return 1
   }
   # stdout/stderr (JVM messages; the server logs to zookeeper.log) go to zookeeper-out.log.
   _baton_spawn "$dir" "$dir/zookeeper-out.log" "$java" \
-    -Xms32m -Xmx512m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 \
+    -Xms32m "-Xmx$heap" -XX:+UseSerialGC -XX:TieredStopAtLevel=1 \
     -Djava.awt.headless=true \
     "-Dzookeeper.log.dir=$dir" "-Dlog4j.configuration=file:$dir/log4j.properties" \
     -Dzookeeper.jmx.log4j.disable=true -Dzookeeper.admin.enableServer=false \
-    -cp "$(_baton_zookeeper_classpath "$dir")" \
-    org.apache.zookeeper.server.ZooKeeperServerMain "$dir/zoo.cfg"
+    -cp "$(_baton_zookeeper_classpath "$dir")" "$main" "$dir/zoo.cfg"
+}
+
+_baton_zookeeper_launch() {
+  _baton_zookeeper_spawn "$1" org.apache.zookeeper.server.ZooKeeperServerMain 512m
 }
 
 _baton_zookeeper_port() { _baton_conf_get "$1/zoo.cfg" clientPort; }
@@ -949,47 +959,13 @@ baton_start_zookeeper() {
 
 _baton_zookeeper_member_configure() { # DIR N CLIENT_PORT SERVER_LINES
   local dir=$1 n=$2 port=$3 servers=$4
-  mkdir -p "$dir/data"
+  _baton_zookeeper_write_config "$dir" "$port" "cnxTimeout=1000
+$servers" || return 1
   echo "$n" >"$dir/data/myid"
-  # tickTime 500 ms: sessions of 1 s to 10 s; initLimit and syncLimit count ticks.
-  cat >"$dir/zoo.cfg" <<EOF
-tickTime=500
-initLimit=10
-syncLimit=5
-dataDir=$dir/data
-clientPort=$port
-clientPortAddress=127.0.0.1
-maxClientCnxns=0
-admin.enableServer=false
-4lw.commands.whitelist=ruok,srvr,stat,cons,mntr
-forceSync=no
-autopurge.purgeInterval=0
-cnxTimeout=1000
-$servers
-EOF
-  cat >"$dir/log4j.properties" <<EOF
-log4j.rootLogger=INFO, FILE
-log4j.appender.FILE=org.apache.log4j.FileAppender
-log4j.appender.FILE.File=$dir/zookeeper.log
-log4j.appender.FILE.Append=true
-log4j.appender.FILE.layout=org.apache.log4j.PatternLayout
-log4j.appender.FILE.layout.ConversionPattern=%d{ISO8601} %-5p [%t:%C{1}@%L] - %m%n
-EOF
 }
 
 _baton_zookeeper_member_launch() {
-  local dir=$1 java
-  java=$(command -v java) || {
-    _baton_msg "java not found (package zookeeper depends on default-jre)"
-    return 1
-  }
-  _baton_spawn "$dir" "$dir/zookeeper-out.log" "$java" \
-    -Xms32m -Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 \
-    -Djava.awt.headless=true \
-    "-Dzookeeper.log.dir=$dir" "-Dlog4j.configuration=file:$dir/log4j.properties" \
-    -Dzookeeper.jmx.log4j.disable=true -Dzookeeper.admin.enableServer=false \
-    -cp "$(_baton_zookeeper_classpath "$dir")" \
-    org.apache.zookeeper.server.quorum.QuorumPeerMain "$dir/zoo.cfg"
+  _baton_zookeeper_spawn "$1" org.apache.zookeeper.server.quorum.QuorumPeerMain 256m
 }
 
 _baton_zookeeper_member_ready() {

@@ -144,7 +144,7 @@ void contend_service::note_backend_clock(backend_time backend_now,
     clock_logged_ = sample.offset;
     detail::log({.schedule = name_, .event = "clock.offset"})
         .warn(
-            "this host's clock is {:+.3f} s off the backend's (backend minus local, ±{:.3f} s); "
+            "this host's clock is {:+.3f} s off the backend's (local minus backend, ±{:.3f} s); "
             "fire times follow the backend's clock",
             -seconds(sample.offset), seconds(sample.uncertainty));
   }

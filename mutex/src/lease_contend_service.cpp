@@ -158,8 +158,11 @@ class lease_contend_service final : public contend_service {
         note_backend_clock(grant.now, sent_wall_, std::chrono::system_clock::now());
       if (clock_refused()) {
         notes = machine_.on_refused(now, grant);
-        // Won before the offset was known (the first reply measures it): give it back.
-        if (grant.owner.is(contender_id())) release({});
+        // Won before the offset was known (the first reply measures it; nothing ran): give it
+        // back. An owner that only now finds its clock off steps down and lets its lease lapse
+        // instead: its jobs, asked to stop now, are gone before transition_at (kill_grace <=
+        // stop_grace < transition), so the next owner never overlaps them.
+        if (!was_leader && grant.owner.is(contender_id())) release({});
       } else {
         notes = machine_.on_reply(now, grant);
       }

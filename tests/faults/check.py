@@ -18,8 +18,10 @@ Rules (each failure names its rule):
   runs            at least one run, and one after the fault healed
   overlap         two runs overlap ([start, end or last heartbeat]) and the overlap is not fenced:
                   fenced = the later run has a higher fence and the earlier run's node had passed
-                  its local deadline for that fence (its log shows `lease.lost` with that fence,
-                  `lease.expired` or `process.stalled` after the fence was acquired, or it was
+                  its local deadline for that fence when the later run started (its log shows
+                  `lease.lost` with that fence or `lease.expired` after the fence was acquired,
+                  logged no later than the later start + 0.25 s (log times corrected by the
+                  node's `skew`), or a `process.stalled` pause covering that start, or it was
                   killed); with strict, every overlap fails
   fence_order     fences never decrease in start order
   fire_twice      no BATON_FIRE_TIME runs twice
@@ -36,7 +38,10 @@ import json
 import os
 import sys
 
-STEP_DOWN_EVENTS = ("lease.expired", "process.stalled")
+STEP_DOWN_EVENTS = ("lease.expired",)
+# Log lines are written after the decision they report; a step-down logged this long after the
+# later run started still counts as before it.
+LOG_SLACK = 0.25
 
 
 def parse_time(text):
@@ -103,21 +108,33 @@ def read_log(path):
     return events
 
 
-def passed_deadline(events, schedule, fence, killed):
-    """True when the node's log shows it gave up (or lost) the leadership with `fence`."""
+def passed_deadline(events, schedule, fence, killed, before=None, skew=0.0):
+    """True when the node's log shows it gave up (or lost) the leadership with `fence` by true
+    time `before` (None: at any time), or it was frozen then (a `process.stalled` pause that
+    covers `before`), or it was killed. `skew`: how far the node's log clock runs ahead of true
+    time (s)."""
     if killed:
         return True
     holding = False
     for e in events:
         ev = e.get("event", "")
-        if e.get("schedule") not in (None, schedule) and ev != "process.stalled":
+        t = parse_time(e.get("time"))
+        t = t - skew if t is not None else None
+        if ev == "process.stalled":
+            pause = stall_ms([e]) / 1000.0
+            if before is None or (t is not None and t - pause <= before <= t + LOG_SLACK):
+                if holding:
+                    return True
             continue
+        if e.get("schedule") not in (None, schedule):
+            continue
+        in_time = before is None or (t is not None and t <= before + LOG_SLACK)
         if ev in ("lease.acquired", "mutex.acquired") and e.get("fence") == fence:
             holding = True
         elif ev in ("lease.lost", "mutex.released") and e.get("fence") == fence:
-            return True
+            return in_time
         elif holding and ev in STEP_DOWN_EVENTS:
-            return True
+            return in_time
     return False
 
 
@@ -144,6 +161,7 @@ def check(meta_path):
     fault = meta.get("fault") or {}
     bounds = meta.get("bounds") or {}
     killed = set(meta.get("killed") or [])
+    skew = meta.get("skew") or {}
     strict = bool(meta.get("strict"))
     period = float(meta.get("period", 2))
     violations = []
@@ -163,7 +181,8 @@ def check(meta_path):
             overlaps += 1
             span = round(a["end"] - b["start"], 3)
             is_fenced = b["fence"] > a["fence"] and passed_deadline(
-                logs.get(a["node"], []), schedule, a["fence"], a["node"] in killed)
+                logs.get(a["node"], []), schedule, a["fence"], a["node"] in killed,
+                before=b["start"], skew=float(skew.get(a["node"], 0.0)))
             if is_fenced and not strict:
                 fenced += 1
                 continue

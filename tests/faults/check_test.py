@@ -89,6 +89,36 @@ class CheckerTest(unittest.TestCase):
         self.assertEqual(r["result"], "pass", r)
         self.assertEqual((r["overlaps"], r["fenced_overlaps"]), (1, 1))
 
+    def test_a_step_down_logged_after_the_later_run_started_is_not_fenced(self):
+        # The old owner handed over while its job still ran, and stepped down only later.
+        r = self.judge([run_line("n1", 1, 1, FIRE % 0, T0, T0 + 5),
+                        run_line("n2", 2, 2, FIRE % 2, T0 + 2, T0 + 2.5)],
+                       logs={"n1": [log_line("lease.acquired", 1),
+                                    log_line("lease.lost", 1, time="2026-01-01T00:00:04Z")],
+                             "n2": []})
+        self.assertEqual(self.rules(r), ["overlap"])
+        self.assertEqual((r["overlaps"], r["fenced_overlaps"]), (1, 0))
+
+    def test_a_frozen_node_whose_pause_covers_the_later_start_is_fenced(self):
+        r = self.judge([run_line("n1", 1, 1, FIRE % 0, T0, T0 + 7),
+                        run_line("n2", 2, 2, FIRE % 2, T0 + 4, T0 + 4.5)],
+                       logs={"n1": [log_line("lease.acquired", 1),
+                                    log_line("process.stalled", time="2026-01-01T00:00:07Z",
+                                             msg="the process stalled for 6000 ms", schedule=None),
+                                    log_line("lease.expired", time="2026-01-01T00:00:07Z")],
+                             "n2": []})
+        self.assertEqual(r["result"], "pass", r)
+        self.assertEqual((r["overlaps"], r["fenced_overlaps"]), (1, 1))
+
+    def test_log_times_of_a_skewed_node_are_corrected_before_comparing(self):
+        # n1's clock runs an hour ahead: its step-down at (log) 01:00:01 is true 00:00:01.
+        runs = [run_line("n1", 1, 1, FIRE % 0, T0, T0 + 3),
+                run_line("n2", 2, 2, FIRE % 2, T0 + 2, T0 + 2.5)]
+        logs = {"n1": [log_line("lease.acquired", 1, time="2026-01-01T01:00:00Z"),
+                       log_line("lease.expired", time="2026-01-01T01:00:01Z")], "n2": []}
+        self.assertEqual(self.judge(runs, logs, skew={"n1": 3600.0})["fenced_overlaps"], 1)
+        self.assertEqual(self.rules(self.judge(runs, logs)), ["overlap"])
+
     def test_an_overlap_with_a_lower_fence_is_never_fenced(self):
         r = self.judge([run_line("n1", 1, 5, FIRE % 0, T0, T0 + 3),
                         run_line("n2", 2, 4, FIRE % 2, T0 + 2, T0 + 2.5)],

@@ -16,6 +16,7 @@
 
 #include "baton/backends/factory.hpp"
 #include "baton/mutex/lease_store.hpp"
+#include "support/blocking_store.hpp"
 #include "support/daemon.hpp"
 #include "support/env.hpp"
 #include "support/run_log.hpp"
@@ -46,36 +47,6 @@ int server_port(const std::string& connection) {
   return port;
 }
 
-// Blocking acquire/read over a backend's lease_store.
-class store {
- public:
-  explicit store(const baton::backend_config& config) : rt_(std::make_shared<baton::runtime>()) {
-    backend_ = baton::make_backend(config, *rt_);
-    auto lsb = std::dynamic_pointer_cast<baton::lease_store_backend>(backend_);
-    if (!lsb) throw std::logic_error("not a lease_store_backend");
-    store_ = lsb->store();
-  }
-  std::pair<std::error_code, baton::lease_grant> acquire(const std::string& name,
-                                                         const std::string& me) {
-    return wait([&](auto done) { store_->async_acquire(name, me, 1s, 1s, done); });
-  }
-
- private:
-  template <class Start>
-  std::pair<std::error_code, baton::lease_grant> wait(Start start) {
-    auto promise = std::make_shared<std::promise<std::pair<std::error_code, baton::lease_grant>>>();
-    auto future = promise->get_future();
-    start([promise](std::error_code ec, baton::lease_grant g) { promise->set_value({ec, g}); });
-    if (future.wait_for(20s) != std::future_status::ready)
-      throw std::runtime_error("no reply from the store within 20 s");
-    return future.get();
-  }
-
-  std::shared_ptr<baton::runtime> rt_;
-  std::shared_ptr<baton::mutex_backend> backend_;
-  std::shared_ptr<baton::lease_store> store_;
-};
-
 class postgres_ha : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -101,7 +72,7 @@ TEST_F(postgres_ha, the_multi_host_string_passes_through_soci_to_the_writable_me
   EXPECT_EQ(server_port(exported), std::stoi(primary_port()));
   EXPECT_EQ(server_port(standby_first()), std::stoi(primary_port()));
   // Through the backend (SOCI, with the timeouts baton adds): a write, so on the primary.
-  store s(config(standby_first()));
+  baton::test::blocking_store s(config(standby_first()));
   auto [ec, g] = s.acquire(baton::test::unique_name("ha"), "a");
   ASSERT_FALSE(ec) << ec.message();
   EXPECT_EQ(g.owner.owner_id, "a");
@@ -116,7 +87,7 @@ TEST_F(postgres_ha, the_multi_host_string_passes_through_soci_to_the_writable_me
 TEST_F(postgres_ha,
        after_a_failover_the_backend_reconnects_to_the_new_primary_with_a_higher_fence) {
   const auto name = baton::test::unique_name("ha");
-  store s(config(require_env("BATON_TEST_POSTGRES_HA")));
+  baton::test::blocking_store s(config(require_env("BATON_TEST_POSTGRES_HA")));
   auto [ec, g] = s.acquire(name, "a");
   ASSERT_FALSE(ec) << ec.message();
   const auto fence = g.owner.fence;

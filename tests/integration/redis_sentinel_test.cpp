@@ -264,6 +264,21 @@ class redis_sentinel : public ::testing::Test {
     return v && *v != "(nil)" ? std::stoull(*v) : 0;
   }
 
+  // The master the sentinels name once it is not `before` and answers ROLE as a master; empty
+  // when that does not happen within 30 s.
+  std::string wait_promoted(const std::string& before) {
+    std::string after;
+    const bool promoted = baton::test::wait_until(
+        [&] {
+          auto m = named_master();
+          if (!m || *m == before) return false;
+          after = *m;
+          return command(after, {"ROLE"}).value_or("").rfind("master", 0) == 0;
+        },
+        30s);
+    return promoted ? after : std::string{};
+  }
+
   std::string prefix_;
   fs::path history_;
   std::vector<std::unique_ptr<node>> nodes_;
@@ -277,16 +292,8 @@ TEST_F(redis_sentinel, a_manual_failover_is_followed_and_fences_never_go_down) {
 
   const long long fault = wall_ns();
   ASSERT_TRUE(command(sentinel_addresses().front(), {"SENTINEL", "FAILOVER", master_name()}));
-  std::string after;
-  ASSERT_TRUE(baton::test::wait_until(
-      [&] {
-        auto m = named_master();
-        if (!m || *m == before) return false;
-        after = *m;
-        return command(after, {"ROLE"}).value_or("").rfind("master", 0) == 0;
-      },
-      30s))
-      << "the sentinels did not promote the replica";
+  const std::string after = wait_promoted(before);
+  ASSERT_FALSE(after.empty()) << "the sentinels did not promote the replica";
   const double promoted_ms = ms(wall_ns() - fault);
   const auto used_ms = wait_used(after, fault);
   for (auto u : used_ms) EXPECT_GE(u, 0) << "a node did not move to the new master " << after;
@@ -329,16 +336,8 @@ TEST_F(redis_sentinel, a_killed_master_is_replaced_and_the_old_owner_stops_at_it
 
   const long long fault = wall_ns();
   ASSERT_TRUE(baton::test::server_ctl("kill", member));
-  std::string after;
-  ASSERT_TRUE(baton::test::wait_until(
-      [&] {
-        auto m = named_master();
-        if (!m || *m == before) return false;
-        after = *m;
-        return command(after, {"ROLE"}).value_or("").rfind("master", 0) == 0;
-      },
-      30s))
-      << "the sentinels did not promote the replica";
+  const std::string after = wait_promoted(before);
+  ASSERT_FALSE(after.empty()) << "the sentinels did not promote the replica";
   const double promoted_ms = ms(wall_ns() - fault);
   const auto used_ms = wait_used(after, fault);
   for (auto u : used_ms) EXPECT_GE(u, 0) << "a node did not move to the new master " << after;

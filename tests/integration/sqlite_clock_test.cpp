@@ -13,6 +13,7 @@
 
 #include "baton/backends/factory.hpp"
 #include "baton/mutex/lease_store.hpp"
+#include "support/blocking_store.hpp"
 #include "support/daemon.hpp"
 #include "support/env.hpp"
 #include "support/run_log.hpp"
@@ -194,48 +195,14 @@ struct sqlite_file {
   baton::backend_config config;
 };
 
-// Blocking acquire/read over a backend's lease_store.
-class store {
- public:
-  explicit store(const baton::backend_config& config) : rt_(std::make_shared<baton::runtime>()) {
-    backend_ = baton::make_backend(config, *rt_);
-    auto lsb = std::dynamic_pointer_cast<baton::lease_store_backend>(backend_);
-    if (!lsb) throw std::logic_error("not a lease_store_backend");
-    store_ = lsb->store();
-  }
-  std::pair<std::error_code, baton::lease_grant> acquire(const std::string& name,
-                                                         const std::string& me,
-                                                         std::chrono::milliseconds lease_ttl) {
-    return wait([&](auto done) { store_->async_acquire(name, me, lease_ttl, 1s, done); });
-  }
-  std::pair<std::error_code, baton::lease_grant> read(const std::string& name) {
-    return wait([&](auto done) { store_->async_read(name, done); });
-  }
-
- private:
-  template <class Start>
-  std::pair<std::error_code, baton::lease_grant> wait(Start start) {
-    auto promise = std::make_shared<std::promise<std::pair<std::error_code, baton::lease_grant>>>();
-    auto future = promise->get_future();
-    start([promise](std::error_code ec, baton::lease_grant g) { promise->set_value({ec, g}); });
-    if (future.wait_for(10s) != std::future_status::ready)
-      throw std::runtime_error("no reply from the store within 10 s");
-    return future.get();
-  }
-
-  std::shared_ptr<baton::runtime> rt_;
-  std::shared_ptr<baton::mutex_backend> backend_;
-  std::shared_ptr<baton::lease_store> store_;
-};
-
 long long ms_since_epoch(baton::backend_time t) { return t.time_since_epoch().count(); }
 long long now_ms() { return wall_ns() / 1'000'000; }
 
 TEST(sqlite_clock, grants_show_wall_clock_times_and_the_file_names_its_clock_and_boot) {
   sqlite_file file;
-  store s(file.config);
+  baton::test::blocking_store s(file.config, 10s);
   const auto before = now_ms();
-  auto [ec, g] = s.acquire("m", "a", 5s);
+  auto [ec, g] = s.acquire("m", "a", 5s, 1s);
   ASSERT_FALSE(ec) << ec.message();
   const auto after = now_ms();
   // lease_grant::now is the host's wall clock; the owner's times are shown on it too.
@@ -267,15 +234,15 @@ TEST(sqlite_clock, grants_show_wall_clock_times_and_the_file_names_its_clock_and
 TEST(sqlite_clock, lease_times_of_another_boot_count_as_past) {
   sqlite_file file;
   {
-    store s(file.config);
-    auto [ec, g] = s.acquire("m", "a", 60s);
+    baton::test::blocking_store s(file.config, 10s);
+    auto [ec, g] = s.acquire("m", "a", 60s, 1s);
     ASSERT_FALSE(ec) << ec.message();
     ASSERT_EQ(g.owner.fence, 1u);
   }
   // As after a reboot: the file's times belong to another boot (whose processes are all gone).
   *file.admin() << "UPDATE baton_mutex_meta SET value = 'another-boot' WHERE key = 'boot_id'";
-  store s(file.config);
-  auto [ec, g] = s.acquire("m", "b", 5s);
+  baton::test::blocking_store s(file.config, 10s);
+  auto [ec, g] = s.acquire("m", "b", 5s, 1s);
   ASSERT_FALSE(ec) << ec.message();
   EXPECT_EQ(g.owner.owner_id, "b") << "a lease of another boot still held the mutex";
   EXPECT_EQ(g.owner.fence, 2u);
@@ -296,20 +263,20 @@ TEST(sqlite_clock, a_file_of_an_older_baton_is_converted_keeps_its_live_lease_an
                 std::to_string(wall + 500) + ", " + std::to_string(wall + 1500) + ", 4, '')";
     *sql << "INSERT INTO baton_mutex VALUES ('free', '', 0, 0, 0, 2, '')";
   }
-  store s(file.config);
-  auto [ec, g] = s.acquire("m", "new", 2s);
+  baton::test::blocking_store s(file.config, 10s);
+  auto [ec, g] = s.acquire("m", "new", 2s, 1s);
   ASSERT_FALSE(ec) << ec.message();
   EXPECT_EQ(g.owner.owner_id, "old") << "the converted lease of the older baton was lost";
   EXPECT_NEAR(ms_since_epoch(g.owner.transition_at), wall + 1500, 50);
   EXPECT_NEAR(ms_since_epoch(g.owner.acquired_at), wall - 1000, 50);
-  auto [fec, f] = s.acquire("free", "new", 2s);
+  auto [fec, f] = s.acquire("free", "new", 2s, 1s);
   ASSERT_FALSE(fec) << fec.message();
   EXPECT_EQ(f.owner.owner_id, "new");
   EXPECT_EQ(f.owner.fence, 3u);
   // Once the old lease has run out, the new node takes it with the next fence.
   ASSERT_TRUE(baton::test::wait_until(
       [&] {
-        auto [e, x] = s.acquire("m", "new", 2s);
+        auto [e, x] = s.acquire("m", "new", 2s, 1s);
         return !e && x.owner.owner_id == "new";
       },
       5s));

@@ -60,8 +60,8 @@ void sentinel_resolver::prefer(const std::string& host, int port) {
 
 void sentinel_resolver::stop() noexcept {
   stopped_ = true;
-  if (asking_) asking_->stop();
-  asking_.reset();
+  for (auto& conn : asking_) conn->stop();
+  asking_.clear();
 }
 
 void sentinel_resolver::resolve(resolve_handler done) {
@@ -88,41 +88,41 @@ void sentinel_resolver::ask(std::shared_ptr<query> q, std::size_t index) {
   const auto& sentinel = sentinels[index];
   auto o = sentinel_options(settings_, sentinel, "sentinel query");
   o.quiet = true;
-  if (asking_) asking_->stop();
-  asking_ = std::make_shared<connection>(strand_, std::move(o));
-  asking_->start();
-  asking_->exec({"SENTINEL", "get-master-addr-by-name", master},
-                [self = shared_from_this(), q, index, conn = asking_](std::error_code ec, reply r) {
-                  // Closed after this handler returns, never inside hiredis' callback.
-                  boost::asio::post(self->strand_, [self, conn] {
-                    conn->stop();
-                    if (self->asking_ == conn) self->asking_.reset();
-                  });
-                  if (self->stopped_) return;
-                  const auto& who = self->settings_.sentinel->sentinels[index].display;
-                  auto skip = [&](const std::string& why) {
-                    q->reasons += (q->reasons.empty() ? "" : "; ") + who + ": " + why;
-                    boost::asio::post(self->strand_, [self, q, index] { self->ask(q, index + 1); });
-                  };
-                  if (ec) return skip(ec.message());
-                  if (r.is_error()) return skip(r.str);
-                  if (r.type == reply::kind::nil)
-                    return skip("does not know master '" + self->settings_.sentinel->master + "'");
-                  int port = 0;
-                  if (r.type != reply::kind::array || r.elements.size() != 2 ||
-                      r.elements[0].type != reply::kind::string ||
-                      r.elements[1].type != reply::kind::string || r.elements[0].str.empty() ||
-                      !parse_port(r.elements[1].str, port))
-                    return skip("unexpected answer " + r.describe());
-                  endpoint ep;
-                  ep.host = r.elements[0].str;
-                  ep.port = port;
-                  ep.display = address(ep.host, port);
-                  baton::detail::log({.event = "redis.master_resolved"})
-                      .debug("redis sentinel {}: master '{}' is at {}", who,
-                             self->settings_.sentinel->master, ep.display);
-                  q->done({}, std::move(ep), {});
-                });
+  auto asking = std::make_shared<connection>(strand_, std::move(o));
+  asking_.push_back(asking);
+  asking->start();
+  asking->exec({"SENTINEL", "get-master-addr-by-name", master},
+               [self = shared_from_this(), q, index, conn = asking](std::error_code ec, reply r) {
+                 // Closed after this handler returns, never inside hiredis' callback.
+                 boost::asio::post(self->strand_, [self, conn] {
+                   conn->stop();
+                   std::erase(self->asking_, conn);
+                 });
+                 if (self->stopped_) return;
+                 const auto& who = self->settings_.sentinel->sentinels[index].display;
+                 auto skip = [&](const std::string& why) {
+                   q->reasons += (q->reasons.empty() ? "" : "; ") + who + ": " + why;
+                   boost::asio::post(self->strand_, [self, q, index] { self->ask(q, index + 1); });
+                 };
+                 if (ec) return skip(ec.message());
+                 if (r.is_error()) return skip(r.str);
+                 if (r.type == reply::kind::nil)
+                   return skip("does not know master '" + self->settings_.sentinel->master + "'");
+                 int port = 0;
+                 if (r.type != reply::kind::array || r.elements.size() != 2 ||
+                     r.elements[0].type != reply::kind::string ||
+                     r.elements[1].type != reply::kind::string || r.elements[0].str.empty() ||
+                     !parse_port(r.elements[1].str, port))
+                   return skip("unexpected answer " + r.describe());
+                 endpoint ep;
+                 ep.host = r.elements[0].str;
+                 ep.port = port;
+                 ep.display = address(ep.host, port);
+                 baton::detail::log({.event = "redis.master_resolved"})
+                     .debug("redis sentinel {}: master '{}' is at {}", who,
+                            self->settings_.sentinel->master, ep.display);
+                 q->done({}, std::move(ep), {});
+               });
 }
 
 std::shared_ptr<connection> make_switch_listener(

@@ -6,6 +6,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "connection.hpp"
 #include "redis_config.hpp"
@@ -39,7 +40,9 @@ class sentinel_resolver : public std::enable_shared_from_this<sentinel_resolver>
 
   connection::strand_type strand_;
   settings settings_;
-  std::shared_ptr<connection> asking_;  // the query connection in flight
+  // Query connections in flight: one per resolve() in progress (the command and the pub/sub
+  // connection may resolve at the same time; neither cancels the other's query).
+  std::vector<std::shared_ptr<connection>> asking_;
   std::optional<endpoint> preferred_;
   std::chrono::steady_clock::time_point preferred_until_{};
   bool stopped_ = false;

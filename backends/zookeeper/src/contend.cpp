@@ -403,7 +403,19 @@ class zk_contend_service final : public contend_service {
   // The clock is too far off the server's: no lock node (an owner steps down), probe until it
   // is back within max_clock_offset.
   void refuse() {
-    if (leader()) step_down(release_reason::step_down);
+    if (leader()) {
+      step_down(release_reason::step_down);
+      // Keep the lock node for one transition before handing over: the jobs asked to stop now
+      // are gone by then (kill_grace <= stop_grace < transition), so the next owner never
+      // overlaps them. claim() refuses meanwhile.
+      handover_at_ = steady::now() + options().transition;
+    }
+    remove_watch();
+    if (const auto now = steady::now(); !node_.empty() && now < handover_at_) {
+      schedule_clock_probe(std::min(
+          clock_probe_period(), std::chrono::ceil<std::chrono::milliseconds>(handover_at_ - now)));
+      return;
+    }
     if (!node_.empty()) {
       session_->remove(sgen_, node_path(), [](op_result) {});
       node_.clear();
@@ -412,7 +424,6 @@ class zk_contend_service final : public contend_service {
     uncertain_ = false;
     guid_ = make_guid();
     verified_ = need_list_ = await_heartbeat_ = false;
-    remove_watch();
     schedule_clock_probe(clock_probe_period());
   }
 
@@ -691,6 +702,7 @@ class zk_contend_service final : public contend_service {
   std::uint64_t lease_seq_ = 0;
   std::uint64_t retry_seq_ = 0;
   std::uint64_t clock_seq_ = 0;
+  steady::time_point handover_at_{};  // a refused owner keeps its node until then
   std::chrono::system_clock::time_point create_sent_{};  // wall clock when the create was sent
   bool retry_pending_ = false;
   unsigned failures_ = 0;
