@@ -5,6 +5,7 @@
 #include <array>
 #include <atomic>
 #include <deque>
+#include <future>
 #include <mutex>
 
 #include "baton/mutex/backend.hpp"
@@ -423,5 +424,31 @@ TEST(contend_service, leads_once_the_clock_is_back_within_max_clock_offset) {
   ahead_ms = 0;  // the clock was fixed
   ASSERT_TRUE(baton::test::wait_until([&] { return s->is_owner(); }, 5s));
   EXPECT_FALSE(s->clock_refused());
+  EXPECT_TRUE(s->stop_and_wait(5s));
+}
+
+TEST(contend_service, an_owner_whose_clock_goes_off_steps_down_and_lets_its_lease_lapse) {
+  baton::runtime rt;
+  std::atomic<long long> ahead_ms{0};
+  auto store = std::make_shared<baton::memory_lease_store>([&ahead_ms] {
+    return std::chrono::time_point_cast<std::chrono::milliseconds>(
+               std::chrono::system_clock::now()) +
+           std::chrono::milliseconds{ahead_ms.load()};
+  });
+  auto who = std::make_shared<recorder>();
+  auto o = short_options();
+  o.max_clock_offset = 30s;
+  auto s = baton::make_lease_contend_service(rt.io(), store, "clock-lapse", "me", who, o);
+  s->start();
+  ASSERT_TRUE(baton::test::wait_until([&] { return s->is_owner(); }, 5s));
+  ahead_ms = -120'000;  // this host's clock stepped two minutes ahead
+  ASSERT_TRUE(baton::test::wait_until([&] { return s->clock_refused() && !s->is_owner(); }, 5s));
+  EXPECT_EQ(who->snapshot(), (std::vector<std::string>{"acquired:1", "released"}));
+  // Not released on the backend: the record still names it until its lease lapses, so the
+  // jobs it was asked to stop are gone before anybody else may start.
+  std::promise<baton::lease_grant> read;
+  store->async_read("clock-lapse",
+                    [&](std::error_code, baton::lease_grant g) { read.set_value(g); });
+  EXPECT_EQ(read.get_future().get().owner.owner_id, "me");
   EXPECT_TRUE(s->stop_and_wait(5s));
 }
