@@ -358,13 +358,17 @@ TEST(contend_service, lease_events_say_acquired_renewed_lost_step_down_and_relea
 // --- the backend's clock ---------------------------------------------------------------------
 
 namespace {
-// A memory store whose clock runs `ahead` of this host's.
-std::shared_ptr<baton::memory_lease_store> store_ahead(std::chrono::milliseconds ahead) {
-  return std::make_shared<baton::memory_lease_store>([ahead] {
+// A memory store whose clock runs `*ahead_ms` ahead of this host's (the test may change it).
+std::shared_ptr<baton::memory_lease_store> store_ahead(
+    std::shared_ptr<std::atomic<long long>> ahead_ms) {
+  return std::make_shared<baton::memory_lease_store>([ahead_ms] {
     return std::chrono::time_point_cast<std::chrono::milliseconds>(
                std::chrono::system_clock::now()) +
-           ahead;
+           std::chrono::milliseconds{ahead_ms->load()};
   });
+}
+std::shared_ptr<baton::memory_lease_store> store_ahead(std::chrono::milliseconds ahead) {
+  return store_ahead(std::make_shared<std::atomic<long long>>(ahead.count()));
 }
 }  // namespace
 
@@ -408,12 +412,8 @@ TEST(contend_service, refuses_to_lead_beyond_max_clock_offset_and_gives_back_a_l
 
 TEST(contend_service, leads_once_the_clock_is_back_within_max_clock_offset) {
   baton::runtime rt;
-  std::atomic<long long> ahead_ms{-120'000};
-  auto store = std::make_shared<baton::memory_lease_store>([&ahead_ms] {
-    return std::chrono::time_point_cast<std::chrono::milliseconds>(
-               std::chrono::system_clock::now()) +
-           std::chrono::milliseconds{ahead_ms.load()};
-  });
+  auto ahead_ms = std::make_shared<std::atomic<long long>>(-120'000);
+  auto store = store_ahead(ahead_ms);
   auto who = std::make_shared<recorder>();
   auto o = short_options();
   o.max_clock_offset = 30s;
@@ -421,7 +421,7 @@ TEST(contend_service, leads_once_the_clock_is_back_within_max_clock_offset) {
   s->start();
   ASSERT_TRUE(baton::test::wait_until([&] { return s->clock_refused(); }, 5s));
   EXPECT_FALSE(s->is_owner());
-  ahead_ms = 0;  // the clock was fixed
+  *ahead_ms = 0;  // the clock was fixed
   ASSERT_TRUE(baton::test::wait_until([&] { return s->is_owner(); }, 5s));
   EXPECT_FALSE(s->clock_refused());
   EXPECT_TRUE(s->stop_and_wait(5s));
@@ -429,19 +429,15 @@ TEST(contend_service, leads_once_the_clock_is_back_within_max_clock_offset) {
 
 TEST(contend_service, an_owner_whose_clock_goes_off_steps_down_and_lets_its_lease_lapse) {
   baton::runtime rt;
-  std::atomic<long long> ahead_ms{0};
-  auto store = std::make_shared<baton::memory_lease_store>([&ahead_ms] {
-    return std::chrono::time_point_cast<std::chrono::milliseconds>(
-               std::chrono::system_clock::now()) +
-           std::chrono::milliseconds{ahead_ms.load()};
-  });
+  auto ahead_ms = std::make_shared<std::atomic<long long>>(0);
+  auto store = store_ahead(ahead_ms);
   auto who = std::make_shared<recorder>();
   auto o = short_options();
   o.max_clock_offset = 30s;
   auto s = baton::make_lease_contend_service(rt.io(), store, "clock-lapse", "me", who, o);
   s->start();
   ASSERT_TRUE(baton::test::wait_until([&] { return s->is_owner(); }, 5s));
-  ahead_ms = -120'000;  // this host's clock stepped two minutes ahead
+  *ahead_ms = -120'000;  // this host's clock stepped two minutes ahead
   ASSERT_TRUE(baton::test::wait_until([&] { return s->clock_refused() && !s->is_owner(); }, 5s));
   EXPECT_EQ(who->snapshot(), (std::vector<std::string>{"acquired:1", "released"}));
   // Not released on the backend: the record still names it until its lease lapses, so the
