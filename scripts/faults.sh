@@ -438,8 +438,10 @@ run_scenario() {
       trigger="\"cron\": \"*/${PERIOD} * * * * *\", \"misfire\": \"skip\""
       fire_match=$FIRE_MATCH
       local faketime=/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1
-      node_prefix[node1]="env LD_PRELOAD=$faketime FAKETIME=+1h FAKETIME_DONT_FAKE_MONOTONIC=1"
-      node_prefix[node2]="env LD_PRELOAD=$faketime FAKETIME=-2m FAKETIME_DONT_FAKE_MONOTONIC=1"
+      # ASan (a sanitizer build's baton) refuses to start when a preloaded library comes first.
+      local asan="ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0"
+      node_prefix[node1]="env LD_PRELOAD=$faketime $asan FAKETIME=+1h FAKETIME_DONT_FAKE_MONOTONIC=1"
+      node_prefix[node2]="env LD_PRELOAD=$faketime $asan FAKETIME=-2m FAKETIME_DONT_FAKE_MONOTONIC=1"
       ;;
     netns)
       strict=true
@@ -477,6 +479,17 @@ run_scenario() {
     say "no run within ${FIRST_RUN_TIMEOUT}s of the start"
   fi
   [[ $fault == netns ]] || sleep "$STEADY"
+  # Every node must be running before the fault (a node that could not start, e.g. under a
+  # preloaded library, would leave the row testing fewer nodes than it claims).
+  local dead=""
+  for node in node1 node2 node3; do kill -0 "${NODE_PID[$node]}" 2>/dev/null || dead+=" $node"; done
+  if [[ -n "$dead" ]]; then
+    stop_nodes
+    stop_extras
+    remove_netns
+    fail_row "$fault" "$backend" nodes "node(s)$dead exited before the fault (their logs: $dir)"
+    return
+  fi
   leader=$(leader_of "$dir")
 
   case "$fault" in

@@ -27,8 +27,6 @@ using baton::test::wall_ns;
 
 namespace {
 
-constexpr auto faketime_library = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
-
 // Lease of the nodes: ttl 2 s + transition 1 s; nobody may take over a silent owner earlier.
 constexpr auto ttl = 2000ms;
 constexpr auto transition = 1000ms;
@@ -57,9 +55,11 @@ class sqlite_nodes {
                     json_string(schedule_) + ", \"every\": \"500ms\", \"command\": " +
                     baton::test::run_recorder_command(recorder_, log(), name, "0.3") + "}]}\n");
     std::vector<std::string> argv;
-    if (!faketime.empty())
-      argv = {"/usr/bin/env", std::string("LD_PRELOAD=") + faketime_library,
-              "FAKETIME=" + faketime};
+    if (!faketime.empty()) {
+      argv = {"/usr/bin/env"};
+      for (auto& assignment : baton::test::faketime_env()) argv.push_back(assignment);
+      argv.push_back("FAKETIME=" + faketime);
+    }
     argv.insert(argv.end(), {daemon_path(), "run", "--config", config.string()});
     nodes_[name] = std::make_unique<process>(argv, dir_ / (name + ".out"), dir_ / (name + ".log"));
   }

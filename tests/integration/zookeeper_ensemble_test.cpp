@@ -427,10 +427,11 @@ namespace {
 baton::test::child_process faked_holder(const std::string& hosts, const std::string& mutex,
                                         const fs::path& clock_file, const fs::path& log,
                                         const std::string& max_offset_ms) {
+  std::string preload;
+  for (const auto& assignment : baton::test::faketime_env()) preload += "'" + assignment + "' ";
   const std::string command =
-      "exec env LD_PRELOAD=/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1 "
-      "FAKETIME_TIMESTAMP_FILE=" +
-      clock_file.string() + " FAKETIME_NO_CACHE=1 FAKETIME_DONT_FAKE_MONOTONIC=1 " +
+      "exec env " + preload + "FAKETIME_TIMESTAMP_FILE=" + clock_file.string() +
+      " FAKETIME_NO_CACHE=1 FAKETIME_DONT_FAKE_MONOTONIC=1 " +
       baton::test::program_path("zk_holder") + " --hosts " + hosts + " --mutex " + mutex +
       " --session-timeout 2s --max-clock-offset " + max_offset_ms + " 2>>" + log.string();
   return baton::test::child_process({"/bin/sh", "-c", command});

@@ -102,4 +102,12 @@ bool accepts_on_loopback(int port) {
   return ok;
 }
 
+std::vector<std::string> faketime_env() {
+  const char* inherited = std::getenv("ASAN_OPTIONS");
+  std::string asan = "ASAN_OPTIONS=";
+  if (inherited != nullptr && *inherited != '\0') asan += std::string(inherited) + ":";
+  asan += "verify_asan_link_order=0";
+  return {std::string("LD_PRELOAD=") + faketime_library, asan};
+}
+
 }  // namespace baton::test

@@ -38,4 +38,13 @@ bool accepts_on_loopback(int port);
 /// Runs scripts/server-ctl.sh ACTION SERVER; true on success.
 bool server_ctl(const std::string& action, const std::string& server);
 
+/// libfaketime's library (Debian's faketime package).
+inline constexpr const char* faketime_library =
+    "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
+
+/// The environment assignments (for `env`) that run a child under libfaketime: LD_PRELOAD, and,
+/// for an AddressSanitizer build, ASAN_OPTIONS with verify_asan_link_order=0 (ASan refuses to
+/// start when a preloaded library comes before its runtime) after the inherited options.
+std::vector<std::string> faketime_env();
+
 }  // namespace baton::test
