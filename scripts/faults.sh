@@ -151,36 +151,33 @@ NETNS_MADE=() # "ns:hostveth"
 started_servers=" "
 suite_start=$SECONDS
 
-stop_nodes() { # SIGTERM every node still running, SIGKILL after 15 s
-  local n pid deadline
-  for n in "${!NODE_PID[@]}"; do
-    pid=${NODE_PID[$n]}
+# stop_pids SECONDS PID...: SIGCONT (a stopped process cannot act on SIGTERM) and SIGTERM each,
+# SIGKILL whatever still runs after SECONDS, and reap them.
+stop_pids() {
+  local grace=$1 pid deadline
+  shift
+  for pid in "$@"; do
     kill -CONT "$pid" 2>/dev/null || true
     kill -TERM "$pid" 2>/dev/null || true
   done
-  deadline=$((SECONDS + 15))
-  for n in "${!NODE_PID[@]}"; do
-    pid=${NODE_PID[$n]}
+  deadline=$((SECONDS + grace))
+  for pid in "$@"; do
     while kill -0 "$pid" 2>/dev/null && ((SECONDS < deadline)); do sleep 0.1; done
     if kill -0 "$pid" 2>/dev/null; then
-      say "$n (pid $pid) did not stop within 15 s: SIGKILL"
+      say "pid $pid ($(ps -o args= -p "$pid" 2>/dev/null | cut -c1-60)) did not stop within ${grace} s: SIGKILL"
       kill -KILL "$pid" 2>/dev/null || true
     fi
     wait "$pid" 2>/dev/null || true
   done
+}
+
+stop_nodes() { # every node still running: SIGTERM, SIGKILL after 15 s
+  stop_pids 15 "${NODE_PID[@]}"
   NODE_PID=()
 }
 
-stop_extras() {
-  local pid
-  for pid in "${EXTRA_PIDS[@]}"; do
-    kill -TERM "$pid" 2>/dev/null || true
-  done
-  for pid in "${EXTRA_PIDS[@]}"; do
-    for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL "$pid" 2>/dev/null || true
-    wait "$pid" 2>/dev/null || true
-  done
+stop_extras() { # proxies, stress-ng: SIGTERM, SIGKILL after 5 s
+  stop_pids 5 "${EXTRA_PIDS[@]}"
   EXTRA_PIDS=()
 }
 

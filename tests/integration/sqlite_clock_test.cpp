@@ -64,6 +64,12 @@ class sqlite_nodes {
     nodes_[name] = std::make_unique<process>(argv, dir_ / (name + ".out"), dir_ / (name + ".log"));
   }
   process& node(const std::string& name) { return *nodes_.at(name); }
+  /// kill -9 of node `name`, waiting until it is gone; the true time (ns) it was gone.
+  long long kill9(const std::string& name) {
+    node(name).signal(SIGKILL);
+    node(name).wait_exit(10s);
+    return wall_ns();
+  }
 
   fs::path log() const { return dir_ / "jobs.log"; }
   std::vector<baton::test::job_run> runs() const { return baton::test::read_runs(log()); }
@@ -140,9 +146,7 @@ TEST(sqlite_clock, a_node_an_hour_ahead_never_takes_a_held_lease_and_leaves_no_l
 
   // kill -9 of the +1 h leader: the times it left are on the host's monotonic clock, so a new
   // correct node leads within one lease (ttl + transition) of the kill, not an hour later.
-  nodes.node("ahead").signal(SIGKILL);
-  nodes.node("ahead").wait_exit(10s);
-  const auto killed = wall_ns();
+  const auto killed = nodes.kill9("ahead");
   nodes.start("fresh");
   const auto first = nodes.wait_run("fresh", 0, 20s);
   ASSERT_TRUE(first) << nodes.diagnostics();
@@ -162,9 +166,7 @@ TEST(sqlite_clock, after_kill_9_of_the_leader_a_node_two_minutes_behind_takes_ov
   nodes.start("behind", "-2m");
   // It contends (and sees the lease held) before the leader dies.
   ASSERT_FALSE(nodes.wait_run("behind", 0, 3s)) << nodes.diagnostics();
-  nodes.node("correct").signal(SIGKILL);
-  nodes.node("correct").wait_exit(10s);
-  const auto killed = wall_ns();
+  const auto killed = nodes.kill9("correct");
   const auto first = nodes.wait_run("behind", 0, 20s);
   ASSERT_TRUE(first) << nodes.diagnostics();
   const auto takeover = first->start_ns - killed;
