@@ -16,6 +16,7 @@
 #include "baton/mutex/metrics.hpp"
 #include "baton/mutex/options.hpp"
 #include "baton/mutex/runtime.hpp"
+#include "baton/scheduler/balance.hpp"
 #include "baton/scheduler/clock.hpp"
 #include "baton/scheduler/records.hpp"
 #include "baton/scheduler/trigger.hpp"
@@ -48,6 +49,12 @@ struct schedule_options {
   unsigned retries = 0;
   /// Wait before retry n: retry_backoff * 2^(n-1) after the previous attempt ended. Positive.
   std::chrono::milliseconds retry_backoff{10'000};
+  /// Only nodes with all these tags (balance_options::tags) contend for the schedule, whether
+  /// balance is on or off.
+  std::vector<std::string> required_tags;
+  /// With balance on, nodes with all these tags are chosen first while one is alive and has
+  /// room in its fair share.
+  std::vector<std::string> preferred_tags;
 };
 
 /// Largest schedule_options::history_output: its JSON (escapes included) must fit in a history
@@ -92,6 +99,9 @@ struct scheduler_options {
   /// fires at the same instants whatever its own clock says. Not applied with an injected
   /// `clock` (the offset is measured against the real wall clock).
   bool follow_backend_clock = true;
+  /// Spread the schedules over the cluster's nodes (balance.hpp); off by default in the
+  /// library (first come), on by default in the daemon.
+  balance_options balance;
 };
 
 /// A snapshot of one schedule on this node.
@@ -137,6 +147,7 @@ struct schedule_status {
 
 namespace detail {
 class schedule_runner;
+class balancer;
 }  // namespace detail
 
 /// Runs schedules on one backend. Lifecycle: add()... start() ... stop(); schedules can be added
@@ -171,6 +182,14 @@ class scheduler {
   /// This node's contender id.
   const std::string& contender_id() const noexcept { return id_; }
 
+  /// Drain (true): hand every schedule to the other nodes, gracefully (at quiet moments, at
+  /// most balance_options::handoff_rate per second), and stop contending; balance().drained
+  /// once this node leads nothing. false: take a fair share again. The request is written into
+  /// this node's membership record. Needs balance enabled (else std::logic_error). Any thread.
+  void drain(bool on);
+  /// What the balancer knows now (enabled false and nothing else when balance is off).
+  balance_status balance() const;
+
   /// The newest `limit` history records of schedule `name`, newest first (from the backend: every
   /// node's records). Blocking, not on an io thread. Throws std::invalid_argument when `name` is
   /// not a schedule of this scheduler (naming the known ones), std::system_error for backend
@@ -202,6 +221,7 @@ class scheduler {
 
   mutable std::mutex runners_mutex_;  // guards runners_ (status() reads it from any thread)
   std::vector<std::shared_ptr<detail::schedule_runner>> runners_;
+  std::shared_ptr<detail::balancer> balancer_;  // null when balance is off
   bool started_ = false;
   bool stopped_ = false;
 };
