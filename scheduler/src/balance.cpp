@@ -96,8 +96,9 @@ std::vector<setting_problem> check(const balance_options& o) {
   if (o.settle < milliseconds::zero())
     out.push_back({"settle", "settle must not be negative (0: the default)"});
   if (!(o.handoff_rate > 0.0) || o.handoff_rate > 1000.0)
-    out.push_back({"handoff_rate", "handoff_rate must be a number of handoffs per second, "
-                                   "greater than 0 and at most 1000"});
+    out.push_back({"handoff_rate",
+                   "handoff_rate must be a number of handoffs per second, "
+                   "greater than 0 and at most 1000"});
   return out;
 }
 
@@ -115,9 +116,10 @@ std::vector<std::string> assign_schedules(const std::vector<balance_node>& given
   std::vector<balance_node> nodes = given_nodes;
   std::sort(nodes.begin(), nodes.end(),
             [](const balance_node& a, const balance_node& b) { return a.id < b.id; });
-  nodes.erase(std::unique(nodes.begin(), nodes.end(),
-                          [](const balance_node& a, const balance_node& b) { return a.id == b.id; }),
-              nodes.end());
+  nodes.erase(
+      std::unique(nodes.begin(), nodes.end(),
+                  [](const balance_node& a, const balance_node& b) { return a.id == b.id; }),
+      nodes.end());
   std::vector<std::uint64_t> node_hash(nodes.size());
   for (std::size_t n = 0; n < nodes.size(); ++n) node_hash[n] = hash_text(nodes[n].id, 0x9e37);
 
@@ -163,8 +165,8 @@ std::vector<std::string> assign_schedules(const std::vector<balance_node>& given
     if (a.hash != b.hash) return a.hash < b.hash;
     return schedules[a.index].name < schedules[b.index].name;
   });
-  const std::size_t cap = active == 0 ? std::numeric_limits<std::size_t>::max()
-                                      : (assignable + active - 1) / active;
+  const std::size_t cap =
+      active == 0 ? std::numeric_limits<std::size_t>::max() : (assignable + active - 1) / active;
   std::vector<std::size_t> load(nodes.size(), 0);
   for (const auto& it : items) {
     std::size_t chosen = it.candidates.front();
@@ -223,18 +225,12 @@ bool is_balance_record_name(const std::string& name) {
 }
 
 std::string format_member(const balance_member& m) {
-  nlohmann::json j{{"node", m.node_id},
-                   {"contender", m.contender_id},
-                   {"tags", m.tags},
-                   {"drain", m.drain},
-                   {"drained", m.drained},
-                   {"leaving", m.leaving},
-                   {"balance", m.balance},
-                   {"leads", m.leads},
-                   {"assigned", m.assigned},
-                   {"schedule_count", m.schedule_count},
-                   {"view", m.view},
-                   {"schedules", m.schedules}};
+  nlohmann::json j{{"node", m.node_id},      {"contender", m.contender_id},
+                   {"tags", m.tags},         {"drain", m.drain},
+                   {"drained", m.drained},   {"leaving", m.leaving},
+                   {"balance", m.balance},   {"leads", m.leads},
+                   {"assigned", m.assigned}, {"schedule_count", m.schedule_count},
+                   {"view", m.view},         {"schedules", m.schedules}};
   if (m.written_at) j["written_at"] = format_rfc3339_utc(*m.written_at);
   return j.dump();
 }

@@ -81,8 +81,8 @@ bool member_tracker::observe(const balance_member& m, time_point now,
   if (it == seen_.end()) {
     seen s;
     s.version = stamp;
-    const bool recent = m.written_at && wall_now - *m.written_at < timeout_ &&
-                        *m.written_at - wall_now < timeout_;
+    const bool recent =
+        m.written_at && wall_now - *m.written_at < timeout_ && *m.written_at - wall_now < timeout_;
     s.changed = recent ? now : now - timeout_;
     it = seen_.emplace(m.node_id, s).first;
   } else if (it->second.version != stamp) {
@@ -155,13 +155,11 @@ void balancer::tick() {
   busy_ = true;
   tick_started_ = now;
   const auto gen = gen_;
-  records_.async_read_controls(
-      balance_registry_name,
-      [self = shared_from_this(), gen](std::error_code ec, controls_record rec) {
-        boost::asio::post(self->strand_, [self, gen, ec, rec = std::move(rec)] {
-          self->registry_read(gen, ec, rec);
-        });
-      });
+  records_.async_read_controls(balance_registry_name, [self = shared_from_this(), gen](
+                                                          std::error_code ec, controls_record rec) {
+    boost::asio::post(self->strand_,
+                      [self, gen, ec, rec = std::move(rec)] { self->registry_read(gen, ec, rec); });
+  });
 }
 
 void balancer::registry_read(std::uint64_t gen, std::error_code ec, const controls_record& rec) {
@@ -197,14 +195,13 @@ void balancer::registry_read(std::uint64_t gen, std::error_code ec, const contro
   if ((!listed && !leaving_) || pruned) {
     auto next = keep;
     if (!listed && !leaving_) next.push_back(options_.node_id);
-    records_.async_write_controls(
-        balance_registry_name, rec.version, format_registry(next),
-        [self = shared_from_this()](std::error_code ec, controls_record) {
-          if (ec && ec != make_error_code(errc::conflict))
-            boost::asio::post(self->strand_, [self, ec] {
-              self->note_error("writing the membership registry", ec);
-            });
-        });
+    records_.async_write_controls(balance_registry_name, rec.version, format_registry(next),
+                                  [self = shared_from_this()](std::error_code ec, controls_record) {
+                                    if (ec && ec != make_error_code(errc::conflict))
+                                      boost::asio::post(self->strand_, [self, ec] {
+                                        self->note_error("writing the membership registry", ec);
+                                      });
+                                  });
   }
   auto t = std::make_shared<tick_state>();
   for (const auto& id : keep)
@@ -282,8 +279,9 @@ void balancer::compute(std::uint64_t gen, std::shared_ptr<tick_state> t) {
   if (mixed != mixed_) {
     if (mixed)
       log({.event = "balance.mixed_configs"})
-          .warn("the live nodes run different schedule sets: every node contends for every "
-                "schedule it may run (first come) until their configs agree");
+          .warn(
+              "the live nodes run different schedule sets: every node contends for every "
+              "schedule it may run (first come) until their configs agree");
     else
       log({.event = "balance.configs_agree"}).info("the live nodes run the same schedule set");
     mixed_ = mixed;
@@ -372,8 +370,7 @@ void balancer::record_written(std::uint64_t gen, int attempt, std::error_code ec
                     options_.node_id);
         else
           log({.event = "node.drain_cancelled"})
-              .info("node '{}' was asked to stop draining: taking a share again",
-                    options_.node_id);
+              .info("node '{}' was asked to stop draining: taking a share again", options_.node_id);
       }
     } else if (theirs && first_write_) {
       log({.event = "balance.record_taken_over"})
@@ -402,13 +399,15 @@ void balancer::apply(std::uint64_t gen) {
   }
   // Start contending once this node has been in the registry for a heartbeat, so that nodes
   // that start together see each other before they choose.
-  if (startup_ && !self_alive_ && now - started_at_ > options_.member_timeout + options_.heartbeat) {
+  if (startup_ && !self_alive_ &&
+      now - started_at_ > options_.member_timeout + options_.heartbeat) {
     // The membership records cannot be written: contend first come rather than not at all.
     startup_ = false;
     log({.event = "balance.unavailable"})
-        .warn("node '{}': membership records could not be written for {}; contending for every "
-              "schedule it may run (first come) until they can",
-              options_.node_id, format_duration(options_.member_timeout));
+        .warn(
+            "node '{}': membership records could not be written for {}; contending for every "
+            "schedule it may run (first come) until they can",
+            options_.node_id, format_duration(options_.member_timeout));
   }
   if (startup_ && registered_ticks_ >= 1 && self_alive_) {
     startup_ = false;
@@ -447,8 +446,7 @@ void balancer::apply(std::uint64_t gen) {
         const auto& s = list[(rotate_ + k) % n];
         if (!s->is_owner()) continue;
         auto a = assignment_.find(s->name());
-        if (a == assignment_.end() || a->second.empty() || a->second == options_.node_id)
-          continue;
+        if (a == assignment_.end() || a->second.empty() || a->second == options_.node_id) continue;
         auto m = members_.find(a->second);
         if (m == members_.end() || !alive_[a->second] || m->second.view != view_) continue;
         if (!bucket_.take(now)) break;
@@ -459,8 +457,7 @@ void balancer::apply(std::uint64_t gen) {
             if (!done) return self->bucket_.refund();
             std::lock_guard lock(self->status_mutex_);
             ++self->status_.handoffs;
-            log({.schedule = name, .event = "balance.handoff"})
-                .info("handed off to node '{}'", to);
+            log({.schedule = name, .event = "balance.handoff"}).info("handed off to node '{}'", to);
           });
         });
       }

@@ -91,15 +91,15 @@ struct balance_member {
   std::string node_id;
   std::string contender_id;  ///< the process that wrote it last
   std::vector<std::string> tags;
-  bool drain = false;    ///< asked to drain (by SIGUSR1, scheduler::drain or `baton drain`)
-  bool drained = false;  ///< draining and leads nothing any more
-  bool leaving = false;  ///< stopped on purpose: gone at once, without waiting for the timeout
-  bool balance = true;   ///< false: the node contends first come (it is shown, not assigned)
-  std::uint64_t leads = 0;     ///< schedules it leads
-  std::uint64_t assigned = 0;  ///< schedules its view assigns to it
+  bool drain = false;       ///< asked to drain (by SIGUSR1, scheduler::drain or `baton drain`)
+  bool drained = false;     ///< draining and leads nothing any more
+  bool leaving = false;     ///< stopped on purpose: gone at once, without waiting for the timeout
+  bool balance = true;      ///< false: the node contends first come (it is shown, not assigned)
+  std::uint64_t leads = 0;  ///< schedules it leads
+  std::uint64_t assigned = 0;        ///< schedules its view assigns to it
   std::uint64_t schedule_count = 0;  ///< schedules in its config
-  std::string view;       ///< view_digest() of its current view ("" before it has one)
-  std::string schedules;  ///< schedules_digest() of its config
+  std::string view;                  ///< view_digest() of its current view ("" before it has one)
+  std::string schedules;             ///< schedules_digest() of its config
   /// Its wall clock when it wrote the record (display, and a hint for records long dead).
   std::optional<std::chrono::system_clock::time_point> written_at;
   std::uint64_t version = 0;  ///< the controls record's version
@@ -125,26 +125,25 @@ struct balance_status {
   std::string node_id;
   std::vector<std::string> tags;
   bool draining = false;
-  bool drained = false;  ///< draining, and leads nothing
+  bool drained = false;     ///< draining, and leads nothing
   bool view_ready = false;  ///< a view has been read from the backend
   /// Members run different schedule sets: every node contends first come until they agree.
   bool mixed_configs = false;
   std::string view;  ///< view_digest() of the current view
   /// Every member of the registry as last read, alive or not, by node id.
   std::vector<balance_member> members;
-  std::size_t alive = 0;     ///< members alive (this node included)
-  std::size_t assigned = 0;  ///< schedules assigned to this node by the current view
-  std::size_t leads = 0;     ///< schedules this node leads
-  std::uint64_t handoffs = 0;      ///< schedules handed off to another node
-  std::uint64_t view_changes = 0;  ///< times the view changed
+  std::size_t alive = 0;            ///< members alive (this node included)
+  std::size_t assigned = 0;         ///< schedules assigned to this node by the current view
+  std::size_t leads = 0;            ///< schedules this node leads
+  std::uint64_t handoffs = 0;       ///< schedules handed off to another node
+  std::uint64_t view_changes = 0;   ///< times the view changed
   std::uint64_t record_errors = 0;  ///< failed reads or writes of membership records
 };
 
 /// Blocking tools (not on an io thread; `baton status`, `baton drain`). Throw std::system_error.
 /// Every membership record listed in the registry, by node id; `alive` from written_at: within
 /// `timeout` of this host's wall clock and not leaving.
-std::vector<balance_member> read_members(mutex_backend& backend,
-                                         std::chrono::milliseconds timeout);
+std::vector<balance_member> read_members(mutex_backend& backend, std::chrono::milliseconds timeout);
 /// Sets (or clears) the drain request of `node_id`'s membership record (compare-and-set).
 /// Throws std::invalid_argument when the registry has no such node. Returns the record written.
 balance_member request_drain(mutex_backend& backend, const std::string& node_id, bool drain);

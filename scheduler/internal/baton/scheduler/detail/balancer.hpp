@@ -177,7 +177,7 @@ class balancer : public std::enable_shared_from_this<balancer> {
   std::size_t assigned_ = 0;
   std::size_t leads_ = 0;
   std::size_t rotate_ = 0;
-  bool startup_ = true;     // not yet registered for a heartbeat: contend for nothing
+  bool startup_ = true;      // not yet registered for a heartbeat: contend for nothing
   bool tick_again_ = false;  // a tick is wanted as soon as the one in flight ends
   std::string schedules_digest_;
   std::size_t schedule_count_ = 0;
