@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <limits>
 #include <map>
 #include <set>
 #include <stdexcept>
@@ -163,15 +162,22 @@ std::vector<std::string> assign_schedules(const std::vector<balance_node>& given
     if (a.hash != b.hash) return a.hash < b.hash;
     return schedules[a.index].name < schedules[b.index].name;
   });
-  const std::size_t cap = active == 0 ? std::numeric_limits<std::size_t>::max()
-                                      : (assignable + active - 1) / active;
+  // Fair shares: every active node may take floor(A/active), and only `extra` = A mod active of
+  // them one more (a cap of ceil for all would let a node end up below the floor: 7 schedules on
+  // 5 nodes as 2,2,2,1,0).
+  const std::size_t floor_share = active == 0 ? 0 : assignable / active;
+  const std::size_t extra = active == 0 ? 0 : assignable % active;
+  std::size_t above_floor = 0;  // active nodes that took floor_share + 1
   std::vector<std::size_t> load(nodes.size(), 0);
+  const auto has_room = [&](std::size_t n) {
+    return load[n] < floor_share || (load[n] == floor_share && above_floor < extra);
+  };
   for (const auto& it : items) {
     std::size_t chosen = it.candidates.front();
     if (it.capped) {
       bool found = false;
       for (auto n : it.candidates)
-        if (load[n] < cap) {
+        if (has_room(n)) {
           chosen = n;
           found = true;
           break;
@@ -179,6 +185,7 @@ std::vector<std::string> assign_schedules(const std::vector<balance_node>& given
       if (!found)  // every eligible node is full (tags): the least loaded, in rank order
         for (auto n : it.candidates)
           if (load[n] < load[chosen]) chosen = n;
+      if (load[chosen] == floor_share) ++above_floor;
     }
     ++load[chosen];
     out[it.index] = nodes[chosen].id;
