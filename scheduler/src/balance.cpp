@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <limits>
 #include <map>
 #include <set>
 #include <stdexcept>
@@ -125,6 +126,7 @@ std::vector<std::string> assign_schedules(const std::vector<balance_node>& given
     std::uint64_t hash;
     std::vector<std::size_t> candidates;  // best first
     bool capped;                          // some non-draining node may run it
+    std::size_t preferred;                // candidates with its preferred tags
   };
   std::vector<item> items;
   items.reserve(schedules.size());
@@ -137,7 +139,7 @@ std::vector<std::string> assign_schedules(const std::vector<balance_node>& given
     std::vector<std::size_t> live, drain;
     for (std::size_t n = 0; n < nodes.size(); ++n)
       if (has_tags(nodes[n].tags, s.required_tags)) (nodes[n].draining ? drain : live).push_back(n);
-    item it{i, h, live.empty() ? drain : live, !live.empty()};
+    item it{i, h, live.empty() ? drain : live, !live.empty(), 0};
     if (it.candidates.empty()) continue;  // nobody may run it
     if (it.capped) ++assignable;
     // Preferred nodes first, then the rendezvous score, then the id (a total order).
@@ -146,6 +148,7 @@ std::vector<std::string> assign_schedules(const std::vector<balance_node>& given
       const int preferred =
           !s.preferred_tags.empty() && has_tags(nodes[n].tags, s.preferred_tags) ? 1 : 0;
       ranked.push_back({{preferred, mix(h ^ node_hash[n])}, n});
+      it.preferred += static_cast<std::size_t>(preferred);
     }
     std::sort(ranked.begin(), ranked.end(), [](const auto& a, const auto& b) {
       if (a.first != b.first) return a.first > b.first;
@@ -155,10 +158,16 @@ std::vector<std::string> assign_schedules(const std::vector<balance_node>& given
     for (const auto& r : ranked) it.candidates.push_back(r.second);
     items.push_back(std::move(it));
   }
-  // The most constrained choose first; among equals, by hash (then name: a total order).
+  // The most constrained choose first, then those with preferred nodes (fewest first: else a
+  // schedule that prefers nothing may take a preferred node's room); among equals, by hash (then
+  // name: a total order).
+  const auto preference = [](const item& i) {
+    return i.preferred == 0 ? std::numeric_limits<std::size_t>::max() : i.preferred;
+  };
   std::sort(items.begin(), items.end(), [&](const item& a, const item& b) {
     if (a.candidates.size() != b.candidates.size())
       return a.candidates.size() < b.candidates.size();
+    if (preference(a) != preference(b)) return preference(a) < preference(b);
     if (a.hash != b.hash) return a.hash < b.hash;
     return schedules[a.index].name < schedules[b.index].name;
   });

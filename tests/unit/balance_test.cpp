@@ -54,6 +54,24 @@ TEST(balance_assign, every_node_gets_the_floor_or_the_ceiling_of_its_fair_share)
   }
 }
 
+TEST(balance_assign, preferred_nodes_get_their_schedules_while_they_have_room) {
+  const std::vector<balance_node> nodes{{"a", {}, false}, {"b", {}, false}, {"c", {"ssd"}, false}};
+  for (std::size_t preferring : {1u, 5u, 10u, 20u}) {
+    auto schedules = make_schedules(30);
+    for (std::size_t i = 0; i < preferring; ++i) schedules[i].preferred_tags = {"ssd"};
+    const auto owners = assign_schedules(nodes, schedules);
+    std::size_t on_c = 0, preferring_on_c = 0;
+    for (std::size_t i = 0; i < owners.size(); ++i)
+      if (owners[i] == "c") {
+        ++on_c;
+        if (i < preferring) ++preferring_on_c;
+      }
+    EXPECT_EQ(on_c, 10u) << preferring << " prefer ssd";  // its fair share, no more
+    EXPECT_EQ(preferring_on_c, std::min<std::size_t>(preferring, 10))
+        << preferring << " prefer ssd";
+  }
+}
+
 /// Takes as many tokens as the bucket gives at `at`.
 int drain_bucket(detail::token_bucket& b, steady_point at) {
   int n = 0;
