@@ -128,6 +128,7 @@ std::vector<std::string> assign_schedules(const std::vector<balance_node>& given
     std::uint64_t hash;
     std::vector<std::size_t> candidates;  // best first
     bool capped;                          // some non-draining node may run it
+    std::size_t preferred;                // candidates with its preferred tags
   };
   std::vector<item> items;
   items.reserve(schedules.size());
@@ -140,7 +141,7 @@ std::vector<std::string> assign_schedules(const std::vector<balance_node>& given
     std::vector<std::size_t> live, drain;
     for (std::size_t n = 0; n < nodes.size(); ++n)
       if (has_tags(nodes[n].tags, s.required_tags)) (nodes[n].draining ? drain : live).push_back(n);
-    item it{i, h, live.empty() ? drain : live, !live.empty()};
+    item it{i, h, live.empty() ? drain : live, !live.empty(), 0};
     if (it.candidates.empty()) continue;  // nobody may run it
     if (it.capped) ++assignable;
     // Preferred nodes first, then the rendezvous score, then the id (a total order).
@@ -149,6 +150,7 @@ std::vector<std::string> assign_schedules(const std::vector<balance_node>& given
       const int preferred =
           !s.preferred_tags.empty() && has_tags(nodes[n].tags, s.preferred_tags) ? 1 : 0;
       ranked.push_back({{preferred, mix(h ^ node_hash[n])}, n});
+      it.preferred += static_cast<std::size_t>(preferred);
     }
     std::sort(ranked.begin(), ranked.end(), [](const auto& a, const auto& b) {
       if (a.first != b.first) return a.first > b.first;
@@ -158,22 +160,35 @@ std::vector<std::string> assign_schedules(const std::vector<balance_node>& given
     for (const auto& r : ranked) it.candidates.push_back(r.second);
     items.push_back(std::move(it));
   }
-  // The most constrained choose first; among equals, by hash (then name: a total order).
+  // The most constrained choose first, then those with preferred nodes (fewest first: else a
+  // schedule that prefers nothing may take a preferred node's room); among equals, by hash (then
+  // name: a total order).
+  const auto preference = [](const item& i) {
+    return i.preferred == 0 ? std::numeric_limits<std::size_t>::max() : i.preferred;
+  };
   std::sort(items.begin(), items.end(), [&](const item& a, const item& b) {
     if (a.candidates.size() != b.candidates.size())
       return a.candidates.size() < b.candidates.size();
+    if (preference(a) != preference(b)) return preference(a) < preference(b);
     if (a.hash != b.hash) return a.hash < b.hash;
     return schedules[a.index].name < schedules[b.index].name;
   });
-  const std::size_t cap =
-      active == 0 ? std::numeric_limits<std::size_t>::max() : (assignable + active - 1) / active;
+  // Fair shares: every active node may take floor(A/active), and only `extra` = A mod active of
+  // them one more (a cap of ceil for all would let a node end up below the floor: 7 schedules on
+  // 5 nodes as 2,2,2,1,0).
+  const std::size_t floor_share = active == 0 ? 0 : assignable / active;
+  const std::size_t extra = active == 0 ? 0 : assignable % active;
+  std::size_t above_floor = 0;  // active nodes that took floor_share + 1
   std::vector<std::size_t> load(nodes.size(), 0);
+  const auto has_room = [&](std::size_t n) {
+    return load[n] < floor_share || (load[n] == floor_share && above_floor < extra);
+  };
   for (const auto& it : items) {
     std::size_t chosen = it.candidates.front();
     if (it.capped) {
       bool found = false;
       for (auto n : it.candidates)
-        if (load[n] < cap) {
+        if (has_room(n)) {
           chosen = n;
           found = true;
           break;
@@ -181,6 +196,7 @@ std::vector<std::string> assign_schedules(const std::vector<balance_node>& given
       if (!found)  // every eligible node is full (tags): the least loaded, in rank order
         for (auto n : it.candidates)
           if (load[n] < load[chosen]) chosen = n;
+      if (load[chosen] == floor_share) ++above_floor;
     }
     ++load[chosen];
     out[it.index] = nodes[chosen].id;

@@ -57,7 +57,7 @@ std::size_t handoff_quota(std::size_t leads, std::size_t assigned, bool draining
 void token_bucket::refill(time_point now) {
   if (last_) {
     const double dt = std::chrono::duration<double>(now - *last_).count();
-    if (dt > 0) tokens_ = std::min(rate_, tokens_ + dt * rate_);
+    if (dt > 0) tokens_ = std::min(std::max(1.0, rate_), tokens_ + dt * rate_);
   }
   last_ = now;
 }
@@ -69,7 +69,7 @@ bool token_bucket::take(time_point now) {
   return true;
 }
 
-void token_bucket::refund() { tokens_ = std::min(rate_, tokens_ + 1.0); }
+void token_bucket::refund() { tokens_ = std::min(std::max(1.0, rate_), tokens_ + 1.0); }
 
 bool member_tracker::observe(const balance_member& m, time_point now,
                              std::chrono::system_clock::time_point wall_now) {

@@ -73,8 +73,9 @@ bool has_tags(const std::vector<std::string>& node_tags, const std::vector<std::
 /// required tags). Deterministic: depends only on the sets given, not their order. Bounded-load
 /// rendezvous hashing: each schedule ranks the nodes it may run on (preferred first, then by a
 /// hash of schedule and node), the most constrained schedules choose first, and a node takes at
-/// most ceil(S/N) while another eligible node has room; draining nodes only take what nobody
-/// else may run. When one node joins or leaves, about S/N schedules move.
+/// most floor(S/N) (S mod N of them one more) while another eligible node has room; draining
+/// nodes only take what nobody else may run. When one node joins or leaves, about S/N schedules
+/// move.
 std::vector<std::string> assign_schedules(const std::vector<balance_node>& nodes,
                                           const std::vector<balance_schedule>& schedules);
 

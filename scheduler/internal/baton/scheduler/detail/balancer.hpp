@@ -3,6 +3,7 @@
 // others', computes the view and the assignment, tells each schedule whether to contend and
 // hands schedules off. Lives on its own strand; talks to the schedules through
 // balanced_schedule.
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstddef>
@@ -47,11 +48,11 @@ struct member_share {
 std::size_t handoff_quota(std::size_t leads, std::size_t assigned, bool draining,
                           const std::vector<member_share>& others) noexcept;
 
-/// At most `rate` takes per second, with a burst of one second's worth.
+/// At most `rate` takes per second, with a burst of one second's worth (at least one take).
 class token_bucket {
  public:
   using time_point = std::chrono::steady_clock::time_point;
-  explicit token_bucket(double rate) : rate_(rate), tokens_(rate) {}
+  explicit token_bucket(double rate) : rate_(rate), tokens_(std::max(1.0, rate)) {}
   /// Takes one token if one is there at `now`.
   bool take(time_point now);
   /// Gives back a token taken for nothing.
