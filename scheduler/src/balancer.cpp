@@ -40,6 +40,23 @@ std::string node_id_from_contender(const std::string& contender_id) {
   return out.empty() ? std::string("node") : out;
 }
 
+}  // namespace baton::detail
+
+namespace baton {
+
+balance_options resolve(balance_options o, const contend_options& lease,
+                        const std::string& contender_id) {
+  if (o.node_id.empty()) o.node_id = detail::node_id_from_contender(contender_id);
+  if (o.member_timeout <= std::chrono::milliseconds::zero())
+    o.member_timeout = std::max(lease.transition, 3 * o.heartbeat);
+  if (o.settle <= std::chrono::milliseconds::zero()) o.settle = 2 * o.heartbeat;
+  return o;
+}
+
+}  // namespace baton
+
+namespace baton::detail {
+
 std::size_t share_tolerance(std::size_t assigned) noexcept {
   return std::max<std::size_t>(1, assigned / 10);
 }
@@ -394,7 +411,7 @@ void balancer::apply(std::uint64_t gen) {
   const auto now = std::chrono::steady_clock::now();
   auto list = schedules_();
   if (leaving_) {
-    for (const auto& s : list) wanted_[s.get()] = false;
+    for (const auto& s : list) wanted_[s] = false;
     return finish(gen);
   }
   // Start contending once this node has been in the registry for a heartbeat, so that nodes
@@ -415,7 +432,7 @@ void balancer::apply(std::uint64_t gen) {
         .info("node '{}' (tags [{}]) contends for {} of {} schedule(s)", options_.node_id,
               join(options_.tags), assigned_, list.size());
   }
-  std::map<const balanced_schedule*, bool> wanted;
+  std::map<std::shared_ptr<balanced_schedule>, bool> wanted;
   leads_ = 0;
   for (const auto& s : list) {
     bool want = false;
@@ -427,9 +444,9 @@ void balancer::apply(std::uint64_t gen) {
       auto a = assignment_.find(s->name());
       want = a != assignment_.end() && a->second == options_.node_id;
     }
-    auto old = wanted_.find(s.get());
+    auto old = wanted_.find(s);
     if (old == wanted_.end() || old->second != want) s->set_wanted(want);
-    wanted[s.get()] = want;
+    wanted[s] = want;
     if (s->is_owner()) ++leads_;
   }
   wanted_ = std::move(wanted);

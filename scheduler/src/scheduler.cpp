@@ -82,9 +82,7 @@ class schedule_runner : public mutex_contender,
   void attach(std::shared_ptr<contend_service> service) { service_ = std::move(service); }
   const std::shared_ptr<contend_service>& service() const { return service_; }
   const std::string& name() const override { return options_.name; }
-  const std::vector<std::string>& required_tags() const override {
-    return options_.required_tags;
-  }
+  const std::vector<std::string>& required_tags() const override { return options_.required_tags; }
   const std::vector<std::string>& preferred_tags() const override {
     return options_.preferred_tags;
   }
@@ -432,9 +430,9 @@ class schedule_runner : public mutex_contender,
     }
     // With misfire skip a fire that passes during the handover would be lost: leave room for
     // a waiter that only polls.
-    const auto margin = handoff_quiet_margin + (options_.misfire == misfire_policy::skip
-                                                    ? lease_.poll_interval
-                                                    : milliseconds::zero());
+    const auto margin =
+        handoff_quiet_margin +
+        (options_.misfire == misfire_policy::skip ? lease_.poll_interval : milliseconds::zero());
     return !next || *next - now_system() >= margin;
   }
 
@@ -1102,8 +1100,8 @@ schedule_check check(const schedule_options& s, const contend_options& fallback_
     probe.tags = *tags;
     for (const auto& p : baton::check(probe))
       if (p.field == "tags")
-        problems.push_back({tags == &s.required_tags ? "required_tags" : "preferred_tags",
-                            p.message});
+        problems.push_back(
+            {tags == &s.required_tags ? "required_tags" : "preferred_tags", p.message});
   }
   auto out = check_lease(s.lease ? *s.lease : fallback_lease, s.stop_grace);
   problems.insert(problems.end(), out.problems.begin(), out.problems.end());
@@ -1205,12 +1203,8 @@ void scheduler::start() {
   if (started_) throw std::logic_error("scheduler: start() called twice");
   started_ = true;
   if (options_.balance.enabled) {
-    auto b = options_.balance;
-    if (b.node_id.empty()) b.node_id = detail::node_id_from_contender(id_);
     const contend_options lease = options_.lease ? *options_.lease : backend_.default_options();
-    if (b.member_timeout <= milliseconds::zero())
-      b.member_timeout = std::max(lease.transition, 3 * b.heartbeat);
-    if (b.settle <= milliseconds::zero()) b.settle = 2 * b.heartbeat;
+    const auto b = resolve(options_.balance, lease, id_);
     options_.balance = b;
     balancer_ = std::make_shared<detail::balancer>(
         runtime_.io(), backend_.records(), b, id_,
@@ -1256,9 +1250,8 @@ void scheduler::stop(std::chrono::milliseconds grace) noexcept {
       // Leave the membership first, so that the others contend for this node's schedules by
       // the time it releases them.
       const auto hb = options_.balance.heartbeat;
-      const auto deadline =
-          std::chrono::steady_clock::now() + std::min<milliseconds>(3 * hb + milliseconds{500},
-                                                                    milliseconds{5'000});
+      const auto deadline = std::chrono::steady_clock::now() +
+                            std::min<milliseconds>(3 * hb + milliseconds{500}, milliseconds{5'000});
       balancer_->leave(std::min<milliseconds>(2 * hb, milliseconds{2'000}));
       before_release = [b = balancer_, deadline] { b->await_handover(deadline); };
     }

@@ -48,6 +48,12 @@ struct balance_options {
 /// field is "node_id", "tags", "heartbeat", "member_timeout", "settle" or "handoff_rate".
 std::vector<setting_problem> check(const balance_options& o);
 
+/// `o` with its defaults filled in the way the scheduler runs it: an empty node_id from
+/// `contender_id` (characters outside the node id set become '-'), member_timeout 0 ->
+/// max(lease.transition, 3 heartbeats), settle 0 -> 2 heartbeats.
+balance_options resolve(balance_options o, const contend_options& lease,
+                        const std::string& contender_id);
+
 /// A node as the assignment sees it.
 struct balance_node {
   std::string id;

@@ -173,7 +173,8 @@ class balancer : public std::enable_shared_from_this<balancer> {
   bool self_alive_ = false;
   std::map<std::string, balance_member> members_;  // last read, by id
   std::map<std::string, bool> alive_;
-  std::map<const balanced_schedule*, bool> wanted_;
+  // By shared_ptr, not address: a schedule removed and another added may reuse the address.
+  std::map<std::shared_ptr<balanced_schedule>, bool> wanted_;
   std::map<std::string, std::string> assignment_;  // schedule -> node
   std::size_t assigned_ = 0;
   std::size_t leads_ = 0;
