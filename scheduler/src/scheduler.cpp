@@ -1,5 +1,6 @@
 #include "baton/scheduler/scheduler.hpp"
 
+#include "baton/scheduler/detail/balancer.hpp"
 #include "baton/scheduler/detail/job_pool.hpp"
 
 #include <algorithm>
@@ -39,6 +40,8 @@ constexpr milliseconds controls_safety_interval{30'000};
 constexpr std::size_t history_queue_bound = 32;
 /// Longest error text kept in a history record.
 constexpr std::size_t max_error_bytes = 1024;
+/// A schedule is handed off only when no fire is due within this (balance).
+constexpr milliseconds handoff_quiet_margin{250};
 
 std::string fmt_time(sys_time t) { return format_rfc3339_utc(t); }
 
@@ -52,6 +55,7 @@ double seconds(std::chrono::steady_clock::duration d) {
 /// writes and its running job. All its state lives on its own strand; status() reads a snapshot
 /// under a mutex.
 class schedule_runner : public mutex_contender,
+                        public balanced_schedule,
                         public std::enable_shared_from_this<schedule_runner> {
  public:
   schedule_runner(schedule_options s, contend_options lease, milliseconds stop_grace,
@@ -77,7 +81,38 @@ class schedule_runner : public mutex_contender,
 
   void attach(std::shared_ptr<contend_service> service) { service_ = std::move(service); }
   const std::shared_ptr<contend_service>& service() const { return service_; }
-  const std::string& name() const { return options_.name; }
+  const std::string& name() const override { return options_.name; }
+  const std::vector<std::string>& required_tags() const override {
+    return options_.required_tags;
+  }
+  const std::vector<std::string>& preferred_tags() const override {
+    return options_.preferred_tags;
+  }
+  bool is_owner() const override { return service_ && service_->is_owner(); }
+
+  // --- balance ------------------------------------------------------------------------------
+
+  void set_wanted(bool wanted) override {
+    boost::asio::post(strand_, [self = shared_from_this(), wanted] {
+      self->wanted_ = wanted;
+      self->apply_wanted();
+    });
+  }
+
+  void try_handoff(std::function<void(bool)> done) override {
+    boost::asio::post(strand_, [self = shared_from_this(), done = std::move(done)]() mutable {
+      if (!self->quiet()) return done(false);
+      self->handing_off_ = true;
+      self->cancel_fire_timer();
+      self->service_->stop([self, done = std::move(done)]() mutable {
+        boost::asio::post(self->strand_, [self, done = std::move(done)] {
+          self->handing_off_ = false;
+          done(true);
+          self->apply_wanted();
+        });
+      });
+    });
+  }
   /// The logger with this schedule, its current fence and `event` as the line's fields. On the
   /// strand only (fence_ is the strand's); elsewhere use logf(event, fence).
   detail::field_logger logf(std::string_view event) const { return logf(event, fence_); }
@@ -194,7 +229,9 @@ class schedule_runner : public mutex_contender,
   void released() {
     if (!leader_) return;
     // The line carries the fence that was lost (or given up: stopping or removing the schedule).
-    if (shutting_down_)
+    if (handing_off_)
+      logf("lease.handed_off").info("'{}' released the lease for another node", contender_id_);
+    else if (shutting_down_)
       logf("lease.released").info("'{}' released the lease", contender_id_);
     else
       logf("lease.lost").info("'{}' is no longer leader", contender_id_);
@@ -362,6 +399,40 @@ class schedule_runner : public mutex_contender,
     return now;
   }
 
+  // Balance: contend or not, as the balancer wants (a waiter leaves the queue; an owner keeps
+  // its lease until handed off).
+  void apply_wanted() {
+    if (shutting_down_ || handing_off_ || withdrawing_ || !service_) return;
+    const auto st = service_->status();
+    if (wanted_) {
+      if (st == service_status::initial) service_->start();
+      return;
+    }
+    if (st != service_status::running || leader_ || service_->is_owner()) return;
+    withdrawing_ = true;
+    service_->stop([self = shared_from_this()] {
+      boost::asio::post(self->strand_, [self] {
+        self->withdrawing_ = false;
+        self->apply_wanted();
+      });
+    });
+  }
+
+  // Nothing would be cut short by a release now: no run, nothing about to start, no fire due
+  // within the quiet margin, every history record written.
+  bool quiet() const {
+    if (shutting_down_ || handing_off_ || withdrawing_ || !leader_ || !ready_ || run_ ||
+        starting_ || manual_pending_ || retry_ || deferred_slot_ || !history_.empty() ||
+        appending_ || !service_ || !service_->is_owner())
+      return false;
+    std::optional<sys_time> next;
+    {
+      std::lock_guard lock(status_mutex_);
+      next = status_.next_fire;
+    }
+    return !next || *next - now_system() >= handoff_quiet_margin;
+  }
+
   void cancel_fire_timer() {
     ++fire_gen_;
     fire_timer_.cancel();
@@ -391,7 +462,7 @@ class schedule_runner : public mutex_contender,
   }
 
   void evaluate() {
-    if (!leader_ || shutting_down_ || !ready_) return;
+    if (!leader_ || shutting_down_ || handing_off_ || !ready_) return;
     const bool busy = run_.has_value() || starting_;
     // A manual run asked for and not taken yet: first, whatever the cadence says.
     if (!busy && (manual_pending_ || controls_.trigger_requests > state_.manual_runs)) {
@@ -938,6 +1009,9 @@ class schedule_runner : public mutex_contender,
   bool ready_ = false;     // leader, and the state and controls were read (or found unreadable)
   bool starting_ = false;  // a fire or manual run is being recorded; the job starts once it is
   bool shutting_down_ = false;
+  bool wanted_ = false;       // balance: the balancer wants this node to contend
+  bool handing_off_ = false;  // balance: releasing the lease for another node
+  bool withdrawing_ = false;  // balance: leaving the wait queue
   std::optional<run> run_;
   std::optional<sys_time> deferred_slot_;
   schedule_state state_;                // what the lease-guarded state holds (as we wrote it)
@@ -1014,6 +1088,18 @@ schedule_check check(const schedule_options& s, const contend_options& fallback_
                                               " bytes (8KiB; 0: no output kept)"});
   if (s.retry_backoff <= milliseconds::zero())
     problems.push_back({"retry_backoff", "retry_backoff must be positive"});
+  if (is_balance_record_name(s.name))
+    problems.push_back({"name", "the name '" + s.name +
+                                    "' is reserved for the cluster's membership records "
+                                    "(baton.nodes, baton.node.*)"});
+  for (const auto* tags : {&s.required_tags, &s.preferred_tags}) {
+    balance_options probe;
+    probe.tags = *tags;
+    for (const auto& p : baton::check(probe))
+      if (p.field == "tags")
+        problems.push_back({tags == &s.required_tags ? "required_tags" : "preferred_tags",
+                            p.message});
+  }
   auto out = check_lease(s.lease ? *s.lease : fallback_lease, s.stop_grace);
   problems.insert(problems.end(), out.problems.begin(), out.problems.end());
   out.problems = std::move(problems);
@@ -1033,6 +1119,12 @@ scheduler::scheduler(mutex_backend& backend, runtime& rt, scheduler_options opts
   if (options_.clock) options_.follow_backend_clock = false;  // offsets are against real time
   if (!options_.clock) options_.clock = system_scheduler_clock();
   if (options_.lease) validate(*options_.lease);
+  if (options_.balance.enabled || !options_.balance.tags.empty()) {
+    std::string what;
+    for (const auto& p : baton::check(options_.balance))
+      what += (what.empty() ? "" : "; ") + p.message;
+    if (!what.empty()) throw std::invalid_argument("scheduler: balance: " + what);
+  }
   pool_->jobs = std::make_shared<detail::job_pool>(std::max(1u, options_.job_threads));
   detail::set_log_node(id_);  // every log record's "node" (the last scheduler made wins)
 }
@@ -1060,7 +1152,8 @@ void scheduler::add(schedule_options s) {
       const bool lease_field = p.field != "name" && p.field != "job" && p.field != "every" &&
                                p.field != "initial_delay" && p.field != "timeout" &&
                                p.field != "stop_grace" && p.field != "history" &&
-                               p.field != "history_output" && p.field != "retry_backoff";
+                               p.field != "history_output" && p.field != "retry_backoff" &&
+                               p.field != "required_tags" && p.field != "preferred_tags";
       what += (what.empty() ? "" : "; ") + std::string(lease_field ? "lease: " : "") + p.message;
     }
     throw std::invalid_argument(where + ": " + what);
@@ -1076,7 +1169,9 @@ void scheduler::add(schedule_options s) {
   } catch (const std::invalid_argument& e) {
     throw std::invalid_argument(where + ": " + e.what());
   }
-  if (started_) runner->service()->start();
+  // With balance the balancer starts it (at its next heartbeat) when this node should contend.
+  if (started_ && !balancer_ && has_tags(options_.balance.tags, runner->required_tags()))
+    runner->service()->start();
   std::lock_guard lock(runners_mutex_);
   runners_.push_back(std::move(runner));
 }
@@ -1104,8 +1199,41 @@ void scheduler::reserve_job_threads(unsigned n) { pool_->jobs->reserve(n); }
 void scheduler::start() {
   if (started_) throw std::logic_error("scheduler: start() called twice");
   started_ = true;
+  if (options_.balance.enabled) {
+    auto b = options_.balance;
+    if (b.node_id.empty()) b.node_id = detail::node_id_from_contender(id_);
+    const contend_options lease = options_.lease ? *options_.lease : backend_.default_options();
+    if (b.member_timeout <= milliseconds::zero())
+      b.member_timeout = std::max(lease.transition, 3 * b.heartbeat);
+    if (b.settle <= milliseconds::zero()) b.settle = 2 * b.heartbeat;
+    options_.balance = b;
+    balancer_ = std::make_shared<detail::balancer>(
+        runtime_.io(), backend_.records(), b, id_,
+        [this]() -> std::vector<std::shared_ptr<detail::balanced_schedule>> {
+          std::lock_guard lock(runners_mutex_);
+          return {runners_.begin(), runners_.end()};
+        });
+    balancer_->start();
+    return;
+  }
   std::lock_guard lock(runners_mutex_);
-  for (const auto& r : runners_) r->service()->start();
+  for (const auto& r : runners_)
+    if (has_tags(options_.balance.tags, r->required_tags())) r->service()->start();
+}
+
+void scheduler::drain(bool on) {
+  if (!balancer_) throw std::logic_error("scheduler: drain() needs balance enabled and start()");
+  balancer_->drain(on);
+}
+
+balance_status scheduler::balance() const {
+  if (!balancer_) {
+    balance_status s;
+    s.node_id = options_.balance.node_id;
+    s.tags = options_.balance.tags;
+    return s;
+  }
+  return balancer_->status();
 }
 
 void scheduler::stop(std::chrono::milliseconds grace) noexcept {
@@ -1118,7 +1246,19 @@ void scheduler::stop(std::chrono::milliseconds grace) noexcept {
       std::lock_guard lock(runners_mutex_);
       all = runners_;
     }
-    retire(all, grace);
+    std::function<void()> before_release;
+    if (balancer_ && !runtime_.on_io_thread()) {
+      // Leave the membership first, so that the others contend for this node's schedules by
+      // the time it releases them.
+      const auto hb = options_.balance.heartbeat;
+      const auto deadline =
+          std::chrono::steady_clock::now() + std::min<milliseconds>(3 * hb + milliseconds{500},
+                                                                    milliseconds{5'000});
+      balancer_->leave(std::min<milliseconds>(2 * hb, milliseconds{2'000}));
+      before_release = [b = balancer_, deadline] { b->await_handover(deadline); };
+    }
+    retire(all, grace, before_release);
+    if (balancer_) balancer_->stop();
   } catch (const std::exception& e) {
     detail::log().error("scheduler: stop failed: {}", e.what());
   } catch (...) {
@@ -1127,7 +1267,8 @@ void scheduler::stop(std::chrono::milliseconds grace) noexcept {
 }
 
 void scheduler::retire(const std::vector<std::shared_ptr<detail::schedule_runner>>& which,
-                       std::chrono::milliseconds grace) {
+                       std::chrono::milliseconds grace,
+                       const std::function<void()>& before_release) {
   const bool can_wait = !runtime_.on_io_thread();
   if (!can_wait)
     detail::log().error("scheduler: stop() called on an io thread; not waiting for jobs");
@@ -1178,6 +1319,8 @@ void scheduler::retire(const std::vector<std::shared_ptr<detail::schedule_runner
       detail::log().warn("scheduler: {} schedule(s) still writing history records; releasing",
                          *flushed);
   }
+
+  if (before_release) before_release();
 
   // 4. Release the mutexes, all at once, and wait for the backends to confirm.
   auto released = std::make_shared<std::size_t>(which.size());

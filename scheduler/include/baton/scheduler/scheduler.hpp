@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -215,7 +216,7 @@ class scheduler {
   std::unique_ptr<pool> pool_;
   /// Stops firing `which`, waits up to `grace` for their jobs, then releases their mutexes.
   void retire(const std::vector<std::shared_ptr<detail::schedule_runner>>& which,
-              std::chrono::milliseconds grace);
+              std::chrono::milliseconds grace, const std::function<void()>& before_release = {});
   /// Throws std::invalid_argument unless `name` is one of the schedules.
   void require_schedule(const std::string& name) const;
 
