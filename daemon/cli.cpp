@@ -105,9 +105,9 @@ const std::vector<command_doc>& command_docs() {
        "Writes the request into the node's membership record in the backend (works from any\n"
        "host; the node acts on it at its next heartbeat), then waits until the node reports\n"
        "that it leads nothing (exit 0) or the timeout passes (exit 1, naming what it still\n"
-       "leads). On the node itself, SIGUSR1 does the same and SIGUSR2 undoes it. A drained\n"
-       "node stays drained, also after a restart with the same node id, until --undo.\n"
-       "Needs balance on in that node's config.",
+       "leads). On the node itself, SIGUSR1 does the same and SIGUSR2 undoes it. A node\n"
+       "stays drained until --undo or a restart (a new process takes its share). Needs balance\n"
+       "on in that node's config.",
        {opt_config,
         {"--node", "--node ID", "the node to drain (default: the config's node.id)"},
         {"--undo", "--undo", "cancel the drain: the node takes a fair share again"},

@@ -294,7 +294,7 @@ int drain(const command_line& cl) {
                 << (m->written_at ? relative(*m->written_at, system_clock::now())
                                   : std::string("unreadable"))
                 << "; member_timeout " << config::format_duration(timeout)
-                << "): the request applies when it comes back\n";
+                << "): a process that starts under this id later starts undrained\n";
   }
   std::ostream& out = std::cout;
   if (cl.undo) {
