@@ -39,6 +39,9 @@ int main(int argc, char** argv) {
   lease.transition = 2s;
   baton::scheduler_options options;
   options.lease = lease;
+  // Spread the schedules over the nodes that run this program (each leads about S/N of
+  // them); off by default in the library: the first node to ask leads everything.
+  options.balance.enabled = true;
   baton::scheduler scheduler(*backend, rt, options);
 
   // 4. A schedule: every 2 s, on whichever node holds the mutex "embedded-hello".

@@ -7,6 +7,7 @@
 #include <boost/asio/post.hpp>
 
 #include "baton/mutex/detail/log.hpp"
+#include "baton/mutex/duration.hpp"
 #include "baton/mutex/errc.hpp"
 
 namespace baton::detail {
@@ -114,7 +115,10 @@ balancer::balancer(boost::asio::io_context& io, record_store& records, balance_o
 }
 
 void balancer::start() {
-  boost::asio::post(strand_, [self = shared_from_this()] { self->tick(); });
+  boost::asio::post(strand_, [self = shared_from_this()] {
+    self->started_at_ = std::chrono::steady_clock::now();
+    self->tick();
+  });
 }
 
 void balancer::arm(milliseconds after) {
@@ -398,6 +402,14 @@ void balancer::apply(std::uint64_t gen) {
   }
   // Start contending once this node has been in the registry for a heartbeat, so that nodes
   // that start together see each other before they choose.
+  if (startup_ && !self_alive_ && now - started_at_ > options_.member_timeout + options_.heartbeat) {
+    // The membership records cannot be written: contend first come rather than not at all.
+    startup_ = false;
+    log({.event = "balance.unavailable"})
+        .warn("node '{}': membership records could not be written for {}; contending for every "
+              "schedule it may run (first come) until they can",
+              options_.node_id, format_duration(options_.member_timeout));
+  }
   if (startup_ && registered_ticks_ >= 1 && self_alive_) {
     startup_ = false;
     log({.event = "balance.ready"})

@@ -430,7 +430,12 @@ class schedule_runner : public mutex_contender,
       std::lock_guard lock(status_mutex_);
       next = status_.next_fire;
     }
-    return !next || *next - now_system() >= handoff_quiet_margin;
+    // With misfire skip a fire that passes during the handover would be lost: leave room for
+    // a waiter that only polls.
+    const auto margin = handoff_quiet_margin + (options_.misfire == misfire_policy::skip
+                                                    ? lease_.poll_interval
+                                                    : milliseconds::zero());
+    return !next || *next - now_system() >= margin;
   }
 
   void cancel_fire_timer() {

@@ -102,7 +102,7 @@ struct scheduler_options {
   bool follow_backend_clock = true;
   /// Spread the schedules over the cluster's nodes (balance.hpp); off by default in the
   /// library (first come), on by default in the daemon.
-  balance_options balance;
+  balance_options balance{};
 };
 
 /// A snapshot of one schedule on this node.

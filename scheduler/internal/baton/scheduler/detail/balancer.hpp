@@ -157,6 +157,7 @@ class balancer : public std::enable_shared_from_this<balancer> {
   std::uint64_t gen_ = 0;  // the tick in flight
   bool busy_ = false;
   time_point tick_started_{};
+  time_point started_at_{};
   bool stopped_ = false;
   bool leaving_ = false;
   bool drain_ = false;
