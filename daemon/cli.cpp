@@ -5,6 +5,7 @@
 
 #include "baton/backends/factory.hpp"
 #include "baton/config/config.hpp"
+#include "baton/config/duration.hpp"
 
 namespace baton::daemon {
 
@@ -48,20 +49,24 @@ const std::vector<command_doc>& command_docs() {
        "run --config FILE",
        "contend for every schedule and fire the ones this node leads",
        "SIGTERM/SIGINT: stop firing, stop jobs, release, exit 0; SIGHUP: reload the config\n"
-       "(unchanged schedules keep their leases). Runs until stopped.",
+       "(unchanged schedules keep their leases); SIGUSR1: drain (hand every schedule to the\n"
+       "other nodes, then contend for none); SIGUSR2: end the drain. With balance on (the\n"
+       "default) each live node leads a fair share of the schedules. Runs until stopped.",
        {opt_config, opt_log_level, opt_log_format, opt_http_listen}},
       {"validate",
        "validate --config FILE [--json]",
        "check the config; print each schedule and its next fire times",
        "Does not contact the backend. Warns (stderr, exit status 0) about programs not found on\n"
-       "this host and cron expressions that can never fire.",
+       "this host, cron expressions that can never fire and schedules that require tags this\n"
+       "node lacks (it never runs them). Shows the node id, tags and balance mode.",
        {opt_config, opt_json, opt_log_level, opt_log_format}},
       {"status",
        "status --config FILE [--json]",
-       "per schedule: leader, fence, lease, waiting nodes, paused, next fire, last outcome",
+       "the nodes (tags, share, drain); per schedule: leader, fence, lease, paused, last outcome",
        "Reads the backend only (creates and changes nothing there); times are the backend's\n"
-       "clock for the lease, the nodes' wall clocks for runs. Consecutive failures count the\n"
-       "runs since the last success in the history.",
+       "clock for the lease, the nodes' wall clocks for runs and membership records. A node\n"
+       "is alive while its record is younger than member_timeout. Consecutive failures count\n"
+       "the runs since the last success in the history.",
        {opt_config, opt_json, opt_log_level, opt_log_format}},
       {"history",
        "history NAME --config FILE [--limit N] [--json]",
@@ -94,6 +99,22 @@ const std::vector<command_doc>& command_docs() {
        "Recorded as trigger \"manual\"; runs exactly once per request, even across a leader\n"
        "change; does not shift the schedule's cadence.",
        {opt_config, opt_log_level, opt_log_format}},
+      {"drain",
+       "drain --config FILE [--node ID] [--undo] [--no-wait] [--timeout DURATION]",
+       "make a node hand all its schedules to the others and stop contending (rolling deploys)",
+       "Writes the request into the node's membership record in the backend (works from any\n"
+       "host; the node acts on it at its next heartbeat), then waits until the node reports\n"
+       "that it leads nothing (exit 0) or the timeout passes (exit 1, naming what it still\n"
+       "leads). On the node itself, SIGUSR1 does the same and SIGUSR2 undoes it. A node\n"
+       "stays drained until --undo or a restart (a new process takes its share). Needs balance\n"
+       "on in that node's config.",
+       {opt_config,
+        {"--node", "--node ID", "the node to drain (default: the config's node.id)"},
+        {"--undo", "--undo", "cancel the drain: the node takes a fair share again"},
+        {"--no-wait", "--no-wait", "request the drain and return at once"},
+        {"--timeout", "--timeout DURATION", "how long to wait for the node to empty (default 5m)"},
+        opt_log_level,
+        opt_log_format}},
       {"calendar",
        "calendar [--time-zone TZ] [--from TIME] [--count N] [--json] [--] EXPR",
        "the next fire times of a cron expression",
@@ -274,6 +295,21 @@ command_line parse_command_line(const std::vector<std::string>& args) {
       cl.limit = number_of(i, name, 10000);
     } else if (name == "--reason") {
       cl.reason = value_of(i, name);
+    } else if (name == "--node") {
+      cl.node = value_of(i, name);
+      if (auto why = config::node_id_error(cl.node); !why.empty())
+        throw usage_error("--node: '" + cl.node + "' is not a node id: " + why);
+    } else if (name == "--timeout") {
+      auto text = value_of(i, name);
+      auto d = config::parse_duration(text);
+      if (!d || *d <= std::chrono::milliseconds::zero())
+        throw usage_error("--timeout: '" + text + "' is not a positive duration (" +
+                          std::string(config::duration_hint) + ")");
+      cl.timeout = *d;
+    } else if (arg == "--undo") {
+      cl.undo = true;
+    } else if (arg == "--no-wait") {
+      cl.no_wait = true;
     } else if (arg == "--json") {
       cl.json = true;
     } else if (arg.size() > 1 && arg[0] == '-' && !(expression_slot && looks_like_expression)) {
@@ -335,6 +371,12 @@ command_line parse_command_line(const std::vector<std::string>& args) {
       throw usage_error(cl.command + ": missing the schedule name: baton " + doc->synopsis);
     cl.schedule = positional[1];
     if (cl.schedule.empty()) throw usage_error(cl.command + ": empty schedule name");
+  }
+  if (cl.command == "drain") {
+    const bool timeout_given = std::find(given.begin(), given.end(), "--timeout") != given.end();
+    if (timeout_given && (cl.undo || cl.no_wait))
+      throw usage_error(std::string("drain: --timeout is how long to wait for the drain; ") +
+                        (cl.undo ? "--undo" : "--no-wait") + " does not wait");
   }
   const std::size_t expected = takes_name ? 2 : 1;
   if (positional.size() > expected)

@@ -1,5 +1,6 @@
 #pragma once
 // The `baton` command line: subcommand, options, usage text.
+#include <chrono>
 #include <cstddef>
 #include <optional>
 #include <stdexcept>
@@ -23,8 +24,8 @@ class usage_error : public std::invalid_argument {
 
 /// The parsed command line.
 struct command_line {
-  /// run, validate, status, calendar, pause, resume, trigger, history; empty with --help /
-  /// --version or `help`
+  /// run, validate, status, calendar, pause, resume, trigger, history, drain; empty with
+  /// --help / --version or `help`
   std::string command;
   bool help = false;  ///< --help, or `baton help [CMD]`: print usage() or command_help(command)
   bool version = false;
@@ -41,6 +42,12 @@ struct command_line {
   unsigned count = 10;                    ///< calendar --count
   /// run --http-listen ADDR (checked by config::parse_listen_address): overrides http.listen.
   std::optional<std::string> http_listen;
+  /// drain --node ID (checked by config::node_id_error); empty: the config's node.id.
+  std::string node;
+  bool undo = false;     ///< drain --undo: cancel the drain
+  bool no_wait = false;  ///< drain --no-wait: request and return
+  /// drain --timeout: how long to wait for the node to report that it is empty.
+  std::chrono::milliseconds timeout = std::chrono::minutes{5};
 };
 
 /// Parses argv; throws usage_error.

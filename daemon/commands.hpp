@@ -23,6 +23,9 @@ int calendar(const command_line& cl);
 int history(const command_line& cl);
 /// baton pause / resume / trigger NAME: change a schedule's cluster-wide controls.
 int control(const command_line& cl);
+/// baton drain [--node ID] [--undo]: set a node's drain request in its membership record and
+/// wait until it leads nothing.
+int drain(const command_line& cl);
 
 /// Loads --config; on error prints every message to stderr and returns nullopt.
 std::optional<config::daemon_config> load_or_report(const command_line& cl);

@@ -353,7 +353,10 @@ http_reply http_endpoints::state::metrics() {
   in.configured_backend = backend_type;
   {
     std::lock_guard lock(mutex);
-    if (sched != nullptr) in.schedules = sched->status();
+    if (sched != nullptr) {
+      in.schedules = sched->status();
+      in.balance = sched->balance();
+    }
   }
   in.backends = backend_metrics_snapshot();
   in.process = read_process_metrics();

@@ -1,6 +1,7 @@
 // baton validate, status and calendar, and the helpers they share with run.
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -14,6 +15,7 @@
 #include "baton/backends/factory.hpp"
 #include "baton/config/duration.hpp"
 #include "baton/mutex/runtime.hpp"
+#include "baton/scheduler/balance.hpp"
 #include "baton/scheduler/cron.hpp"
 #include "baton/scheduler/detail/schedule_plan.hpp"
 #include "baton/scheduler/records.hpp"
@@ -158,6 +160,31 @@ int validate(const command_line& cl) {
       << "\n";
   doc["http"] = {{"listen", config->http_listen ? nlohmann::json(config->http_listen->text())
                                                 : nlohmann::json(nullptr)}};
+  // node and balance: who this node is in the cluster, and how the schedules are shared.
+  const auto& balance = config->balance;
+  out << "node: "
+      << (balance.node_id.empty()
+              ? std::string("id not set (a new member at every start: set /node/id, e.g. to the "
+                            "host name, so that a restart moves nothing)")
+              : "id " + balance.node_id)
+      << ", tags " << tags_text(balance.tags) << "\n";
+  doc["node"] = {
+      {"id", balance.node_id.empty() ? nlohmann::json(nullptr) : nlohmann::json(balance.node_id)},
+      {"tags", balance.tags}};
+  if (balance.enabled)
+    out << "balance: on: each live node leads a fair share (heartbeat "
+        << config::format_duration(balance.heartbeat) << ", member_timeout "
+        << config::format_duration(config->member_timeout_for(defaults)) << ", settle "
+        << config::format_duration(config->settle_for()) << ", handoff_rate "
+        << balance.handoff_rate << "/s)\n";
+  else
+    out << "balance: off: first come (the first node to ask leads every schedule it may run)\n";
+  doc["balance"] = {{"enabled", balance.enabled},
+                    {"heartbeat_ms", balance.heartbeat.count()},
+                    {"member_timeout_ms", config->member_timeout_for(defaults).count()},
+                    {"settle_ms", config->settle_for().count()},
+                    {"handoff_rate", balance.handoff_rate}};
+  doc["notes"] = nlohmann::json::array();
   for (const auto& s : config->schedules) {
     const auto lease = config->lease_for(s, defaults);
     nlohmann::json js{{"name", s.name}, {"path", s.path}, {"trigger", trigger_json(s.when)}};
@@ -220,6 +247,38 @@ int validate(const command_line& cl) {
       js["retry_backoff_ms"] = backoff.count();
     }
     js["misfire"] = s.misfire == misfire_policy::skip ? "skip" : "run_once";
+    // Tags: a schedule that requires tags this node lacks never runs here.
+    const bool runs_here = has_tags(balance.tags, s.required_tags);
+    const bool preferred_here = has_tags(balance.tags, s.preferred_tags);
+    js["requires"] = s.required_tags;
+    js["prefers"] = s.preferred_tags;
+    js["runs_here"] = runs_here;
+    js["preferred_here"] = preferred_here;
+    if (!s.required_tags.empty() || !s.preferred_tags.empty()) {
+      out << "  tags:       ";
+      if (!s.required_tags.empty())
+        out << "requires " << tags_text(s.required_tags)
+            << (runs_here ? " (this node has them)" : " (this node lacks them: never runs here)");
+      if (!s.required_tags.empty() && !s.preferred_tags.empty()) out << "; ";
+      if (!s.preferred_tags.empty())
+        out << "prefers " << tags_text(s.preferred_tags)
+            << (preferred_here ? " (this node has them)" : " (this node lacks them)");
+      out << "\n";
+    }
+    const std::string node_tags = balance.tags.empty()
+                                      ? std::string("this node has no tags")
+                                      : "this node's tags are " + tags_text(balance.tags);
+    if (!runs_here)
+      warn(s.path + "/requires", "schedule '" + s.name + "' requires tags " +
+                                     tags_text(s.required_tags) + "; " + node_tags +
+                                     ": it never runs here; some other node must have them");
+    if (!preferred_here) {
+      const std::string note = "schedule '" + s.name + "' prefers tags " +
+                               tags_text(s.preferred_tags) + "; " + node_tags +
+                               ": it runs here only while no live node with them has room";
+      std::cerr << config->source << ": " << s.path << "/prefers: note: " << note << "\n";
+      doc["notes"].push_back({{"path", s.path + "/prefers"}, {"message", note}});
+    }
     js["next_fires"] = nlohmann::json::array();
     if (const auto* every = std::get_if<every_trigger>(&s.when)) {
       out << "  next fires: (if a node took the schedule over now, with no fire recorded)\n";
@@ -329,6 +388,86 @@ std::string run_summary(const run_record& r, system_clock::time_point now) {
   return out;
 }
 
+// The nodes' membership records (balance): a table in the text, a list in the JSON. With no
+// registry yet (no node has run with this version, or the store is missing) the list is empty.
+void show_nodes(std::ostream& out, nlohmann::json& doc, const config::daemon_config& config,
+                mutex_backend& backend) {
+  const auto timeout = config.member_timeout_for(config.backend_defaults);
+  std::vector<balance_member> members;
+  doc["nodes"] = nlohmann::json::array();
+  try {
+    members = read_members(backend, timeout);
+  } catch (const store_missing&) {
+  } catch (const std::exception& e) {
+    const auto why = scrub_secrets(config.backend, e.what());
+    out << "\nnodes: cannot read the membership records (" << why << ")\n";
+    std::cerr << "baton status: warning: cannot read the nodes' membership records: " << why
+              << "\n";
+    doc["nodes"] = nullptr;
+    doc["nodes_error"] = why;
+    return;
+  }
+  const auto now = system_clock::now();
+  const auto alive = static_cast<std::size_t>(
+      std::count_if(members.begin(), members.end(), [](const auto& m) { return m.alive; }));
+  out << "\nnodes: " << members.size() << " known, " << alive << " alive (a record younger than "
+      << config::format_duration(timeout) << ", by this host's clock)\n";
+  if (members.empty()) out << "  none yet (no node has written a membership record)\n";
+  std::vector<std::vector<std::string>> rows{
+      {"NODE", "ALIVE", "LEADS", "ASSIGNED", "STATE", "TAGS", "WRITTEN"}};
+  std::set<std::string> digests;  // the schedule sets of the live balanced nodes
+  for (const auto& m : members) {
+    std::string state = m.leaving        ? "left"
+                        : m.drained      ? "drained"
+                        : m.drain        ? "draining"
+                        : !m.balance     ? "first-come"
+                        : m.view.empty() ? "starting"
+                                         : "active";
+    if (m.alive && m.balance && !m.schedules.empty()) digests.insert(m.schedules);
+    const std::string written = m.written_at ? relative(*m.written_at, now) : "unreadable";
+    rows.push_back({m.node_id, m.alive ? "yes" : "no", std::to_string(m.leads),
+                    m.balance ? std::to_string(m.assigned) : "-", state,
+                    m.tags.empty() ? "-" : join(m.tags, ","), written});
+    doc["nodes"].push_back(
+        {{"id", m.node_id},
+         {"contender_id", m.contender_id},
+         {"alive", m.alive},
+         {"state", state},
+         {"tags", m.tags},
+         {"balance", m.balance},
+         {"leads", m.leads},
+         {"assigned", m.assigned},
+         {"schedule_count", m.schedule_count},
+         {"drain", m.drain},
+         {"drained", m.drained},
+         {"leaving", m.leaving},
+         {"view", m.view},
+         {"schedules_digest", m.schedules},
+         {"written_at", time_or_null(m.written_at)},
+         {"written_age_ms",
+          m.written_at ? nlohmann::json(
+                             std::chrono::duration_cast<milliseconds>(now - *m.written_at).count())
+                       : nlohmann::json(nullptr)}});
+  }
+  if (!members.empty()) {
+    std::vector<std::size_t> width(rows.front().size(), 0);
+    for (const auto& r : rows)
+      for (std::size_t i = 0; i < r.size(); ++i) width[i] = std::max(width[i], r[i].size());
+    for (const auto& r : rows) {
+      std::string line = " ";
+      for (std::size_t i = 0; i < r.size(); ++i) {
+        line += " " + r[i];
+        if (i + 1 < r.size()) line += std::string(width[i] - r[i].size() + 1, ' ');
+      }
+      out << line << "\n";
+    }
+  }
+  doc["mixed_configs"] = digests.size() > 1;
+  if (digests.size() > 1)
+    out << "  warning: the live nodes run different schedule sets: every node contends first "
+           "come until their configs agree\n";
+}
+
 }  // namespace
 
 int status(const command_line& cl) {
@@ -353,6 +492,7 @@ int status(const command_line& cl) {
       << " (lease times are the backend's clock; runs, the nodes' wall clocks)\n";
   {
     watchdog guard(status_deadline, "status", "the " + config->backend.type + " backend");
+    show_nodes(out, doc, *config, *backend);
     bool nothing_stored = false;
     for (const auto& s : config->schedules) {
       mutex_owner owner;

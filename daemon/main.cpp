@@ -31,6 +31,7 @@ int main(int argc, char** argv) {
     if (cl.command == "history") return history(cl);
     if (cl.command == "pause" || cl.command == "resume" || cl.command == "trigger")
       return control(cl);
+    if (cl.command == "drain") return drain(cl);
     return calendar(cl);
   } catch (const std::exception& e) {
     std::cerr << "baton " << cl.command << ": " << e.what() << "\n";

@@ -243,6 +243,39 @@ std::string metrics_text(const metrics_input& in) {
       w.sample("baton_schedule_last_success_timestamp_seconds", {{"schedule", s.name}},
                seconds_since_epoch(*s.last_success));
 
+  // --------------------------------------------------------------------------------- balance
+  if (in.balance) {
+    const auto& b = *in.balance;
+    auto flag = [](bool on) { return std::uint64_t{on ? 1u : 0u}; };
+    auto one = [&](std::string_view name, std::string_view type, std::string_view help,
+                   std::uint64_t value) {
+      w.family(name, type, help);
+      w.sample(name, {}, value);
+    };
+    one("baton_balance_enabled", "gauge",
+        "1 when this node spreads schedules over the cluster (fair share), 0 for first come.",
+        flag(b.enabled));
+    one("baton_balance_members_alive", "gauge",
+        "Live nodes in this node's view of the cluster (itself included).", b.alive);
+    one("baton_balance_assigned_schedules", "gauge",
+        "Schedules the current view assigns to this node (its share).", b.assigned);
+    one("baton_balance_leading_schedules", "gauge", "Schedules this node leads.", b.leads);
+    one("baton_balance_handoffs_total", "counter",
+        "Schedules this node handed off to another node (released at a quiet moment).", b.handoffs);
+    one("baton_balance_view_changes_total", "counter",
+        "Times this node's view of the cluster (live nodes, tags, drains) changed.",
+        b.view_changes);
+    one("baton_balance_draining", "gauge",
+        "1 while this node drains (hands every schedule to the others).", flag(b.draining));
+    one("baton_balance_drained", "gauge", "1 while this node drains and leads nothing.",
+        flag(b.drained));
+    one("baton_balance_mixed_configs", "gauge",
+        "1 while the live nodes run different schedule sets (every node contends first come).",
+        flag(b.mixed_configs));
+    one("baton_balance_record_errors_total", "counter",
+        "Failed reads or writes of membership records.", b.record_errors);
+  }
+
   // -------------------------------------------------------------------------------- backends
   const auto backends = with_backend(in.backends, in.configured_backend);
   w.family("baton_backend_requests_total", "counter", "Requests sent to the backend.");

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "baton/mutex/metrics.hpp"
+#include "baton/scheduler/balance.hpp"
 #include "baton/scheduler/scheduler.hpp"
 
 namespace baton::daemon {
@@ -41,6 +42,9 @@ struct metrics_input {
   std::optional<process_metrics> process;  ///< read_process_metrics()
   std::uint64_t reloads_applied = 0;       ///< SIGHUP reloads applied
   std::uint64_t reloads_rejected = 0;      ///< SIGHUP reloads refused (bad config, backend)
+  /// scheduler::balance(); unset before the scheduler runs (the baton_balance_* families are
+  /// then left out).
+  std::optional<balance_status> balance;
 };
 
 /// The exposition text: HELP and TYPE before every family, one sample per line, label values

@@ -6,11 +6,13 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <charconv>
 #include <cstdlib>
 #include <iostream>
 
 #include "baton/backends/factory.hpp"
 #include "baton/mutex/detail/log.hpp"
+#include "baton/mutex/duration.hpp"
 #include "baton/mutex/log.hpp"
 #include "baton/scheduler/cron.hpp"
 #include "cli.hpp"
@@ -82,6 +84,29 @@ nlohmann::json backend_json(const backend_config& backend) {
   nlohmann::json params = nlohmann::json::object();
   for (const auto& [name, value] : backend.params) params[name] = mask_param(d, name, value).text;
   return {{"type", backend.type}, {"description", describe(d, backend)}, {"parameters", params}};
+}
+
+std::string tags_text(const std::vector<std::string>& tags) {
+  std::string out;
+  for (const auto& t : tags) out += (out.empty() ? "" : ", ") + t;
+  return "[" + out + "]";
+}
+
+std::string node_text(const balance_options& b) {
+  return "id " + (b.node_id.empty() ? std::string("(from the contender id)") : b.node_id) +
+         ", tags " + tags_text(b.tags);
+}
+
+std::string balance_text(const balance_options& b) {
+  if (!b.enabled) return "off (first come)";
+  auto or_default = [](std::chrono::milliseconds d) {
+    return d.count() > 0 ? format_duration(d) : std::string("default");
+  };
+  char rate[32];
+  const auto [end, ec] = std::to_chars(rate, rate + sizeof rate, b.handoff_rate);
+  return "on (heartbeat " + format_duration(b.heartbeat) + ", member_timeout " +
+         or_default(b.member_timeout) + ", settle " + or_default(b.settle) + ", handoff_rate " +
+         (ec == std::errc{} ? std::string(rate, end) : std::string("?")) + "/s)";
 }
 
 std::string dump_json(const nlohmann::json& document) {

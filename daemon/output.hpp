@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "baton/mutex/backend.hpp"
+#include "baton/scheduler/balance.hpp"
 
 namespace baton::daemon {
 
@@ -39,6 +40,17 @@ std::string caller_identity();
 /// The JSON of a backend config for --json: {"type", "description", "parameters": {...}}, every
 /// secret masked as describe() masks it (no value reaches JSON unmasked).
 nlohmann::json backend_json(const backend_config& backend);
+
+/// "[gpu, eu-west]" ("[]" for none).
+std::string tags_text(const std::vector<std::string>& tags);
+
+/// This node as `node` configures it: "id web-1, tags [gpu]" ("id (from the contender id)"
+/// when unset).
+std::string node_text(const balance_options& b);
+
+/// The balance mode: "on (heartbeat 1s, member_timeout default, settle default, handoff_rate
+/// 5/s)" or "off (first come)". Values left at 0 show as "default".
+std::string balance_text(const balance_options& b);
 
 /// The JSON text of a document: 2-space indented, invalid UTF-8 replaced (never throws on bytes).
 std::string dump_json(const nlohmann::json& document);

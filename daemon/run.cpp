@@ -40,6 +40,10 @@ const char* signal_name(int sig) {
       return "SIGINT";
     case SIGHUP:
       return "SIGHUP";
+    case SIGUSR1:
+      return "SIGUSR1";
+    case SIGUSR2:
+      return "SIGUSR2";
     default:
       return "a signal";
   }
@@ -79,13 +83,37 @@ milliseconds stop_wait(const std::map<std::string, running_schedule>& running) {
   return grace + std::chrono::seconds{1};
 }
 
+/// SIGUSR1 (drain) and SIGUSR2 (end the drain): the balancer logs node.drain_requested /
+/// node.drain_cancelled when the request changes something.
+void drain_signal(scheduler& sched, bool balance_on, int sig) {
+  const bool on = sig == SIGUSR1;
+  if (!balance_on) {
+    log({.event = "node.drain_ignored"})
+        .warn(
+            "received {}: ignored: balance is off (\"balance\": false), so this node cannot "
+            "hand its schedules over; stop it instead (its schedules move when its leases end)",
+            signal_name(sig));
+    return;
+  }
+  log({.event = "node.drain_signal"})
+      .info("received {}: {}", signal_name(sig),
+            on ? "draining: handing every schedule to the other nodes, then contending for none "
+                 "(SIGUSR2 ends the drain)"
+               : "ending the drain: taking a fair share again");
+  try {
+    sched.drain(on);
+  } catch (const std::exception& e) {
+    log({.event = "node.drain_failed"}).error("{} failed: {}", signal_name(sig), e.what());
+  }
+}
+
 /// SIGHUP: reads the config again and applies what changed. Schedules whose fingerprint did not
 /// change keep their lease and cadence; removed ones stop their job and release their mutex;
 /// changed ones are removed and added again (the cadence carries on from the recorded last
 /// fire); added ones start contending. A config with errors, or with another backend, is
 /// refused as a whole and the running one stays. True when applied.
 bool reload(const command_line& cl, config::daemon_config& current, scheduler& sched,
-            std::map<std::string, running_schedule>& running) {
+            std::map<std::string, running_schedule>& running, const balance_options& started) {
   log({.event = "reload.requested"}).info("received SIGHUP: reloading {}", cl.config);
   std::vector<std::string> errors;
   std::size_t error_count = 0;
@@ -164,6 +192,19 @@ bool reload(const command_line& cl, config::daemon_config& current, scheduler& s
     log({.event = "reload.http_listen_unchanged"})
         .warn("reload: {}: /http/listen changed: the HTTP listener moves only on a restart",
               cl.config);
+  // `node` and `balance` are the scheduler's: compared with what it started with, so that every
+  // reload until the restart says so.
+  const balance_options& b = next->balance;
+  if (b.node_id != started.node_id || b.tags != started.tags)
+    log({.event = "reload.node_unchanged"})
+        .warn("reload: {}: /node changed ({} -> {}): takes effect on restart", cl.config,
+              node_text(started), node_text(b));
+  if (b.enabled != started.enabled || b.heartbeat != started.heartbeat ||
+      b.member_timeout != started.member_timeout || b.settle != started.settle ||
+      b.handoff_rate != started.handoff_rate)
+    log({.event = "reload.balance_unchanged"})
+        .warn("reload: {}: /balance changed ({} -> {}): takes effect on restart", cl.config,
+              balance_text(started), balance_text(b));
   log({.event = "reload.applied"})
       .info("reload of {} applied: {} added, {} removed, {} changed, {} unchanged", cl.config,
             added, removed, changed, unchanged);
@@ -187,9 +228,13 @@ int run(const command_line& cl) {
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGHUP);
+  sigaddset(&signals, SIGUSR1);
+  sigaddset(&signals, SIGUSR2);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   sigset_t stop_signals = signals;
   sigdelset(&stop_signals, SIGHUP);
+  sigdelset(&stop_signals, SIGUSR1);
+  sigdelset(&stop_signals, SIGUSR2);
   ::signal(SIGPIPE, SIG_IGN);
 
   // load_config() checks everything the scheduler will, against the lease defaults of the
@@ -224,8 +269,10 @@ int run(const command_line& cl) {
   if (!backend) return failed;
   // The same defaults the config was checked against (the backend's descriptor computes both).
   const contend_options defaults = config->backend_defaults;
-  auto sched =
-      std::make_unique<scheduler>(*backend, rt, config::make_scheduler_options(*config, defaults));
+  auto scheduler_options = config::make_scheduler_options(*config, defaults);
+  // What the scheduler keeps until a restart (a reload that changes it says so).
+  const balance_options started_balance = scheduler_options.balance;
+  auto sched = std::make_unique<scheduler>(*backend, rt, std::move(scheduler_options));
   std::map<std::string, running_schedule> running;
   for (const auto& s : config->schedules) start_schedule(*sched, *config, s, defaults, running);
 
@@ -244,6 +291,9 @@ int run(const command_line& cl) {
   log({.event = "daemon.started"})
       .info("running as contender {} (jobs run under a per-run supervisor, a child subreaper)",
             sched->contender_id());
+  log({.event = "node.started"})
+      .info("node {}; balance {}{}", node_text(started_balance), balance_text(started_balance),
+            started_balance.enabled ? "; SIGUSR1 drains this node, SIGUSR2 ends the drain" : "");
   // systemd (Type=notify): READY/RELOADING/STOPPING and the watchdog; a no-op without
   // NOTIFY_SOCKET. Declared after `rt`, so its watchdog thread ends before the runtime.
   systemd_notifier systemd(rt);
@@ -252,11 +302,15 @@ int run(const command_line& cl) {
   int sig = 0;
   while (true) {
     if (sigwait(&signals, &sig) != 0) continue;
+    if (sig == SIGUSR1 || sig == SIGUSR2) {
+      drain_signal(*sched, started_balance.enabled, sig);
+      continue;
+    }
     if (sig != SIGHUP) break;
     bool applied = false;
     systemd.reloading();
     try {
-      applied = reload(cl, *config, *sched, running);
+      applied = reload(cl, *config, *sched, running, started_balance);
     } catch (const std::exception& e) {
       log({.event = "reload.failed"}).error("reload failed: {}", e.what());
     }

@@ -1,5 +1,5 @@
 // The config file format: backend, lease, kill_grace, stop_timeout, log_level, log_format,
-// http, schedules.
+// http, node, balance, schedules.
 #include "baton/config/config.hpp"
 
 #include <arpa/inet.h>
@@ -235,11 +235,11 @@ std::string lease_problem_path(const setting_problem& problem, const lease_confi
 // schedules
 
 const std::initializer_list<std::string_view> schedule_keys{
-    "name",         "every",      "cron",    "mode",           "initial_delay",
-    "time_zone",    "command",    "env",     "timeout",        "kill_grace",
-    "misfire",      "lease",      "user",    "group",          "working_directory",
-    "inherit_env",  "log_output", "history", "history_output", "retries",
-    "retry_backoff"};
+    "name",          "every",      "cron",    "mode",           "initial_delay",
+    "time_zone",     "command",    "env",     "timeout",        "kill_grace",
+    "misfire",       "lease",      "user",    "group",          "working_directory",
+    "inherit_env",   "log_output", "history", "history_output", "retries",
+    "retry_backoff", "requires",   "prefers"};
 
 // ---------------------------------------------------------------------------------------------
 // job environment and output: inherit_env, log_output (top level and per schedule)
@@ -340,6 +340,129 @@ void read_run_records(reader& r, const json& object, const std::string& path, Hi
       else
         retry_backoff = *d;
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// node, balance; a schedule's requires and prefers
+
+// The characters of node ids and tags.
+bool is_tag_char(char c) {
+  return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' ||
+         c == '_' || c == '-';
+}
+
+// Empty when `text` is 1 to `max` of [A-Za-z0-9._-]; else why not.
+std::string name_error(std::string_view text, std::size_t max) {
+  if (text.empty()) return "must not be empty";
+  if (text.size() > max)
+    return "is " + std::to_string(text.size()) + " characters long, at most " +
+           std::to_string(max) + " are allowed";
+  if (!std::all_of(text.begin(), text.end(), is_tag_char))
+    return "may hold only letters, digits, '.', '_' and '-'";
+  return {};
+}
+
+// Most tags a node may have, or a schedule may require or prefer.
+constexpr std::size_t max_tags = 64;
+
+// An array of tags at `path` (node.tags, a schedule's requires and prefers): at most 64 strings of
+// 1 to 64 of [A-Za-z0-9._-], no duplicates. Sorted; nullopt when any is wrong (errors recorded).
+std::optional<std::vector<std::string>> read_tags(reader& r, const json& value,
+                                                  const std::string& path) {
+  if (!value.is_array()) {
+    r.error(path, "expected an array of tags, e.g. [\"gpu\", \"eu-west\"], found " +
+                      detail::describe_type(value));
+    return std::nullopt;
+  }
+  if (value.size() > max_tags) {
+    r.error(path, "has " + std::to_string(value.size()) + " tags, at most " +
+                      std::to_string(max_tags) + " are allowed");
+    return std::nullopt;
+  }
+  std::map<std::string, std::string> seen;  // tag -> its path
+  bool ok = true;
+  for (std::size_t i = 0; i < value.size(); ++i) {
+    const std::string at = child(path, i);
+    auto tag = r.string(value[i], at);
+    if (!tag) {
+      ok = false;
+      continue;
+    }
+    if (auto why = tag_error(*tag); !why.empty()) {
+      r.error(at, "invalid tag " + in_quotes(*tag) + ": " + why);
+      ok = false;
+      continue;
+    }
+    if (auto [first, inserted] = seen.emplace(*tag, at); !inserted) {
+      r.error(at, "duplicate tag " + in_quotes(*tag) + " (also at " + first->second + ")");
+      ok = false;
+    }
+  }
+  if (!ok) return std::nullopt;
+  std::vector<std::string> tags;
+  for (const auto& [tag, at] : seen) tags.push_back(tag);  // sorted
+  return tags;
+}
+
+// `node`: {"id": "web-1", "tags": ["gpu"]}, both optional.
+void read_node(reader& r, const json& value, balance_options& balance) {
+  if (!r.expect_object(value, "/node")) return;
+  r.allowed_keys(value, "/node", {"id", "tags"});
+  if (auto it = value.find("id"); it != value.end()) {
+    if (auto id = r.string(*it, "/node/id")) {
+      if (auto why = node_id_error(*id); !why.empty())
+        r.error("/node/id", "invalid node id " + in_quotes(*id) + ": " + why +
+                                (id->empty() ? " (omit it: the node is then a new member at "
+                                               "every start)"
+                                             : ""));
+      else
+        balance.node_id = *id;
+    }
+  }
+  if (auto it = value.find("tags"); it != value.end())
+    if (auto tags = read_tags(r, *it, "/node/tags")) balance.tags = std::move(*tags);
+}
+
+// `balance`: true, false, or {"enabled", "heartbeat", "member_timeout", "settle",
+// "handoff_rate"} (enabled defaults to true).
+void read_balance(reader& r, const json& value, balance_options& balance) {
+  if (value.is_boolean()) {
+    balance.enabled = value.get<bool>();
+    return;
+  }
+  if (!value.is_object()) {
+    r.error("/balance",
+            "expected true, false or an object such as {\"enabled\": true, \"heartbeat\": "
+            "\"1s\"}, found " +
+                detail::describe_type(value));
+    return;
+  }
+  r.allowed_keys(value, "/balance",
+                 {"enabled", "heartbeat", "member_timeout", "settle", "handoff_rate"});
+  if (auto it = value.find("enabled"); it != value.end())
+    if (auto b = read_bool(r, *it, "/balance/enabled")) balance.enabled = *b;
+  auto duration = [&](const char* key, milliseconds& out) {
+    if (auto it = value.find(key); it != value.end())
+      if (auto d = r.duration(*it, child("/balance", key))) out = *d;
+  };
+  duration("heartbeat", balance.heartbeat);
+  duration("member_timeout", balance.member_timeout);
+  duration("settle", balance.settle);
+  if (auto it = value.find("handoff_rate"); it != value.end()) {
+    if (it->is_number() && it->get<double>() > 0)
+      balance.handoff_rate = it->get<double>();
+    else
+      r.error("/balance/handoff_rate",
+              "expected a positive number of schedules per second (e.g. 5 or 0.5), found " +
+                  (it->is_number() ? detail::show(*it) : detail::describe_type(*it)));
+  }
+}
+
+// The JSON path of a problem baton::check(balance_options) found.
+std::string balance_problem_path(const setting_problem& p, bool balance_object) {
+  if (p.field == "node_id") return "/node/id";
+  if (p.field == "tags") return "/node/tags";
+  return balance_object ? child("/balance", p.field) : "/balance";
 }
 
 // Variables the command job sets itself.
@@ -522,6 +645,12 @@ std::optional<schedule_config> read_schedule(reader& r, const json& s, const std
     if (auto why = mutex_name_error(*name); !why.empty()) {
       r.error(child(path, "name"), "invalid schedule name " + in_quotes(*name) + ": " + why);
       ok = false;
+    } else if (is_balance_record_name(*name)) {
+      r.error(child(path, "name"), "schedule name " + in_quotes(*name) +
+                                       " is reserved: the nodes' membership records are " +
+                                       balance_registry_name +
+                                       " and baton.node.<id>; rename the schedule");
+      ok = false;
     }
     out.name = *name;
   } else {
@@ -565,6 +694,10 @@ std::optional<schedule_config> read_schedule(reader& r, const json& s, const std
     if (auto m = r.choice(*it, child(path, "misfire"), {"run_once", "skip"}))
       out.misfire = *m == "skip" ? misfire_policy::skip : misfire_policy::run_once;
   }
+  if (auto it = s.find("requires"); it != s.end())
+    if (auto tags = read_tags(r, *it, child(path, "requires"))) out.required_tags = *tags;
+  if (auto it = s.find("prefers"); it != s.end())
+    if (auto tags = read_tags(r, *it, child(path, "prefers"))) out.preferred_tags = *tags;
   if (auto it = s.find("lease"); it != s.end()) {
     const auto before = r.error_count();
     out.lease_present = true;
@@ -648,6 +781,19 @@ milliseconds daemon_config::stop_timeout_for(const contend_options& backend_defa
   return longest_job_wait(*this, backend_defaults) + std::chrono::seconds{9};
 }
 
+milliseconds daemon_config::member_timeout_for(const contend_options& backend_defaults) const {
+  if (balance.member_timeout > milliseconds::zero()) return balance.member_timeout;
+  return std::max(lease.apply(backend_defaults).transition, 3 * balance.heartbeat);
+}
+
+milliseconds daemon_config::settle_for() const {
+  if (balance.settle > milliseconds::zero()) return balance.settle;
+  return 2 * balance.heartbeat;
+}
+
+std::string tag_error(std::string_view tag) { return name_error(tag, 64); }
+std::string node_id_error(std::string_view id) { return name_error(id, 100); }
+
 std::optional<std::string> process_env(const std::string& name) {
   const char* value = std::getenv(name.c_str());
   if (value == nullptr) return std::nullopt;
@@ -681,7 +827,7 @@ daemon_config read_config(reader& r, std::string_view text, const std::string& s
   r.allowed_keys(root, "",
                  {"backend", "lease", "kill_grace", "stop_timeout", "log_level", "log_format",
                   "http", "inherit_env", "log_output", "history", "history_output", "retries",
-                  "retry_backoff", "schedules"});
+                  "retry_backoff", "node", "balance", "schedules"});
   const auto errors_before_backend = r.error_count();
   const backend_descriptor* descriptor = nullptr;
   guarded(r, "/backend", [&] { config.backend = read_backend(r, root, base_dir, descriptor); });
@@ -723,6 +869,20 @@ daemon_config read_config(reader& r, std::string_view text, const std::string& s
   read_job_output_and_env(r, root, "", config.inherit_env, config.log_output);
   read_run_records(r, root, "", config.history, config.history_output, config.retries,
                    config.retry_backoff);
+  {
+    const auto errors_before_balance = r.error_count();
+    if (auto it = root.find("node"); it != root.end())
+      guarded(r, "/node", [&] { read_node(r, *it, config.balance); });
+    const auto balance_it = root.find("balance");
+    if (balance_it != root.end())
+      guarded(r, "/balance", [&] { read_balance(r, *balance_it, config.balance); });
+    // The scheduler's own rules (baton::check), on well-formed values only.
+    if (r.error_count() == errors_before_balance) {
+      const bool object = balance_it != root.end() && balance_it->is_object();
+      for (const auto& p : baton::check(config.balance))
+        r.error(balance_problem_path(p, object), p.message);
+    }
+  }
 
   std::map<std::string, std::string> names;  // name -> path of its first schedule
   std::set<std::string> lease_unchecked;     // schedules whose lease object had errors
@@ -782,6 +942,10 @@ daemon_config read_config(reader& r, std::string_view text, const std::string& s
       if (p.field == "name" || p.field == "every" || p.field == "initial_delay" ||
           p.field == "timeout")
         report(child(s.path, p.field), p.message);
+      else if (p.field == "required_tags")
+        report(child(s.path, "requires"), p.message);
+      else if (p.field == "preferred_tags")
+        report(child(s.path, "prefers"), p.message);
       else if (p.field == "history" || p.field == "history_output" ||
                p.field == "retry_backoff")  // checked when read; here for completeness
         report(child(s.has_own(p.field) ? s.path : std::string(), p.field), p.message);

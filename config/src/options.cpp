@@ -19,6 +19,7 @@ scheduler_options make_scheduler_options(const daemon_config& config,
       static_cast<unsigned>(std::clamp<std::size_t>(config.schedules.size(), 1, 256));
   opts.lease = config.lease.apply(backend_defaults);
   opts.contender_id = std::move(contender_id);
+  opts.balance = config.balance;
   return opts;
 }
 
@@ -47,6 +48,8 @@ schedule_options make_schedule_options(const daemon_config& config, const schedu
   opts.history_output = static_cast<std::size_t>(s.history_output.value_or(config.history_output));
   opts.retries = s.retries.value_or(config.retries);
   opts.retry_backoff = s.retry_backoff.value_or(config.retry_backoff);
+  opts.required_tags = s.required_tags;
+  opts.preferred_tags = s.preferred_tags;
   return opts;
 }
 
@@ -87,6 +90,9 @@ std::string fingerprint(const daemon_config& config, const schedule_config& s,
                 lease.max_clock_offset.count()};
   j["stop_grace"] = config.stop_grace_for(s, backend_defaults).count();
   j["kill_grace"] = config.kill_grace_for(s, backend_defaults).count();
+  // Which nodes may run it (a changed `requires` moves the schedule).
+  j["requires"] = s.required_tags;
+  j["prefers"] = s.preferred_tags;
   // CBOR keeps every byte of a value as it is: dump() would throw on an argument or variable
   // that is not UTF-8 (a ${NAME} may hold any bytes), and replacing such bytes would make two
   // different commands look the same to a reload.

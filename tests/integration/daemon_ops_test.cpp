@@ -67,8 +67,8 @@ TEST(daemon_ops_cli, each_command_has_its_own_help_and_help_cmd_prints_the_same)
   EXPECT_THAT(run.out, AllOf(HasSubstr("Usage: baton run --config FILE"), HasSubstr("SIGHUP"),
                              Not(HasSubstr("--json"))));
   EXPECT_THAT(status.out, AllOf(HasSubstr("Usage: baton status"), HasSubstr("--json")));
-  for (const char* cmd :
-       {"run", "validate", "status", "history", "pause", "resume", "trigger", "calendar"}) {
+  for (const char* cmd : {"run", "validate", "status", "history", "pause", "resume", "trigger",
+                          "drain", "calendar"}) {
     const auto help = run_baton_command({"help", cmd});
     const auto dash = run_baton_command({cmd, "--help"});
     EXPECT_EQ(help.status, 0) << cmd;

@@ -11,7 +11,7 @@ rm -rf "$work" && mkdir -p "$work"
 grep -v '^\.TH ' "$ROOT/daemon/baton.1" >"$work/committed"
 grep -v '^\.TH ' "$work/baton.1" >"$work/generated"
 # The page holds every command's section (a page that lost them would still "match" itself).
-for cmd in run validate status history pause resume trigger calendar; do
+for cmd in run validate status history pause resume trigger drain calendar; do
   grep -qx "\.SS $cmd" "$work/generated" || { echo "no section for '$cmd' in the page"; exit 1; }
 done
 if ! diff -u "$work/committed" "$work/generated"; then

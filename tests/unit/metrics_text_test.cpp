@@ -83,6 +83,7 @@ TEST(metrics_text, every_family_has_help_and_type_once_before_its_samples) {
   in.configured_backend = "redis";
   in.schedules = {schedule("a"), schedule("b")};
   in.process = baton::daemon::process_metrics{1.5, 4096, 8192, 1.7e9, 7, 1024, 5};
+  in.balance = baton::balance_status{};
   const auto text = metrics_text(in);
   std::map<std::string, std::string> types;  // family -> type
   std::map<std::string, int> helps;
@@ -230,6 +231,47 @@ TEST(metrics_text, an_empty_histogram_gets_the_default_buckets_and_a_lagging_tot
   EXPECT_EQ(value_of(text, h + "_bucket{schedule=\"racy\",le=\"1\"}"), 3);
   EXPECT_EQ(value_of(text, h + "_bucket{schedule=\"racy\",le=\"+Inf\"}"), 4);
   EXPECT_EQ(value_of(text, h + "_count{schedule=\"racy\"}"), 4);
+}
+
+TEST(metrics_text, balance_gauges_and_counters_come_from_the_balancer_status) {
+  baton::balance_status b;
+  b.enabled = true;
+  b.node_id = "web-1";
+  b.alive = 3;
+  b.assigned = 20;
+  b.leads = 18;
+  b.handoffs = 7;
+  b.view_changes = 4;
+  b.draining = true;
+  b.drained = false;
+  b.mixed_configs = true;
+  b.record_errors = 2;
+  metrics_input in;
+  in.balance = b;
+  auto text = metrics_text(in);
+  EXPECT_EQ(value_of(text, "baton_balance_enabled"), 1);
+  EXPECT_EQ(value_of(text, "baton_balance_members_alive"), 3);
+  EXPECT_EQ(value_of(text, "baton_balance_assigned_schedules"), 20);
+  EXPECT_EQ(value_of(text, "baton_balance_leading_schedules"), 18);
+  EXPECT_EQ(value_of(text, "baton_balance_handoffs_total"), 7);
+  EXPECT_EQ(value_of(text, "baton_balance_view_changes_total"), 4);
+  EXPECT_EQ(value_of(text, "baton_balance_draining"), 1);
+  EXPECT_EQ(value_of(text, "baton_balance_drained"), 0);
+  EXPECT_EQ(value_of(text, "baton_balance_mixed_configs"), 1);
+  EXPECT_EQ(value_of(text, "baton_balance_record_errors_total"), 2);
+  EXPECT_THAT(text, HasSubstr("# TYPE baton_balance_handoffs_total counter\n"));
+  EXPECT_THAT(text, HasSubstr("# TYPE baton_balance_leading_schedules gauge\n"));
+  // No labels: the node id is not a label (one series per family).
+  EXPECT_THAT(text, Not(HasSubstr("web-1")));
+
+  // Balance off: the families are there, at zero.
+  in.balance = baton::balance_status{};
+  text = metrics_text(in);
+  EXPECT_EQ(value_of(text, "baton_balance_enabled"), 0);
+  EXPECT_EQ(value_of(text, "baton_balance_leading_schedules"), 0);
+  // Before the scheduler runs: left out.
+  in.balance.reset();
+  EXPECT_THAT(metrics_text(in), Not(HasSubstr("baton_balance_")));
 }
 
 TEST(metrics_text, process_metrics_come_from_proc_self) {

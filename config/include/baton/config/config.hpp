@@ -17,6 +17,7 @@
 
 #include "baton/mutex/backend.hpp"
 #include "baton/mutex/options.hpp"
+#include "baton/scheduler/balance.hpp"
 #include "baton/scheduler/scheduler.hpp"
 #include "baton/scheduler/trigger.hpp"
 
@@ -85,6 +86,10 @@ struct schedule_config {
   std::optional<unsigned> retries;              ///< overrides the top-level retries
   std::optional<std::chrono::milliseconds> retry_backoff;  ///< overrides the top-level one
   lease_config lease;  ///< this schedule's `lease` object only (see daemon_config::lease_for)
+  /// `requires`: only nodes with all these tags contend for it (sorted, unique).
+  std::vector<std::string> required_tags;
+  /// `prefers`: with balance on, nodes with all these tags are chosen first (sorted, unique).
+  std::vector<std::string> preferred_tags;
   bool lease_present = false;  ///< the schedule has a `lease` object (even an empty one)
   std::string path;            ///< JSON path of the entry, "/schedules/3", for messages
 
@@ -112,6 +117,14 @@ struct listen_address {
 /// Host names are not resolved. Throws std::invalid_argument saying what is wrong and which
 /// forms are accepted.
 listen_address parse_listen_address(std::string_view text);
+
+/// The daemon's balance options when the file says nothing: the library's defaults with balance
+/// on (fair share).
+inline balance_options daemon_balance_defaults() {
+  balance_options b;
+  b.enabled = true;
+  return b;
+}
 
 /// A whole config file.
 struct daemon_config {
@@ -149,6 +162,10 @@ struct daemon_config {
   std::chrono::milliseconds retry_backoff{10'000};  ///< wait before retry 1, doubling
   /// Every variable name the file referenced as `${NAME}`, anywhere (backend included).
   std::set<std::string> referenced_env;
+  /// `node` (id, tags: sorted) and `balance` (`true`/`false`, or enabled, heartbeat,
+  /// member_timeout, settle, handoff_rate) as the scheduler takes them. Balance is on by default
+  /// in the daemon (the library's default is off).
+  balance_options balance = daemon_balance_defaults();
   std::vector<schedule_config> schedules;
 
   /// The names the jobs of `s` do not get from the daemon's environment: `referenced_env`
@@ -169,6 +186,12 @@ struct daemon_config {
   /// The stop_timeout: configured, else the longest kill_grace_for() of the schedules + 10 s
   /// (the stop's job wait, kill_grace + 1 s, then up to 5 s for the releases, with room).
   std::chrono::milliseconds stop_timeout_for(const contend_options& backend_defaults) const;
+  /// How long a member's record may stay unchanged before it counts as gone:
+  /// balance.member_timeout, else the top-level lease's transition, at least 3 heartbeats.
+  std::chrono::milliseconds member_timeout_for(const contend_options& backend_defaults) const;
+  /// How long a new view must hold before this node hands schedules off: balance.settle, else
+  /// 2 heartbeats.
+  std::chrono::milliseconds settle_for() const;
 };
 
 /// What a config may be, so that no input makes the loader crash, hang or run out of memory.
@@ -221,10 +244,16 @@ schedule_options make_schedule_options(const daemon_config& config, const schedu
                                        const contend_options& backend_defaults);
 
 /// A canonical text of everything that decides how `s` runs (trigger, command, environment,
-/// identity, effective lease and graces): equal texts mean an unchanged schedule on reload.
+/// identity, effective lease and graces, required and preferred tags): equal texts mean an
+/// unchanged schedule on reload.
 /// Binary (CBOR), exact for values of any bytes; for comparing, not for showing.
 std::string fingerprint(const daemon_config& config, const schedule_config& s,
                         const contend_options& backend_defaults);
+
+/// Empty when `tag` is a valid node tag (1 to 64 of [A-Za-z0-9._-]), else why it is not.
+std::string tag_error(std::string_view tag);
+/// Empty when `id` is a valid node id (1 to 100 of [A-Za-z0-9._-]), else why it is not.
+std::string node_id_error(std::string_view id);
 
 /// Describes a trigger for people: "every 5s (fixed_rate)", "cron \"0 3 * * *\" in Europe/Berlin".
 std::string describe(const trigger& when);
