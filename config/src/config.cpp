@@ -782,13 +782,11 @@ milliseconds daemon_config::stop_timeout_for(const contend_options& backend_defa
 }
 
 milliseconds daemon_config::member_timeout_for(const contend_options& backend_defaults) const {
-  if (balance.member_timeout > milliseconds::zero()) return balance.member_timeout;
-  return std::max(lease.apply(backend_defaults).transition, 3 * balance.heartbeat);
+  return resolve(balance, lease.apply(backend_defaults), "node").member_timeout;
 }
 
 milliseconds daemon_config::settle_for() const {
-  if (balance.settle > milliseconds::zero()) return balance.settle;
-  return 2 * balance.heartbeat;
+  return resolve(balance, contend_options{}, "node").settle;
 }
 
 std::string tag_error(std::string_view tag) { return name_error(tag, 64); }
