@@ -173,16 +173,16 @@ int validate(const command_line& cl) {
       {"tags", balance.tags}};
   if (balance.enabled)
     out << "balance: on: each live node leads a fair share (heartbeat "
-        << config::format_duration(balance.heartbeat) << ", member_timeout "
+        << config::format_duration(config->balance_for(defaults).heartbeat) << ", member_timeout "
         << config::format_duration(config->member_timeout_for(defaults)) << ", settle "
-        << config::format_duration(config->settle_for()) << ", handoff_rate "
+        << config::format_duration(config->settle_for(defaults)) << ", handoff_rate "
         << balance.handoff_rate << "/s)\n";
   else
     out << "balance: off: first come (the first node to ask leads every schedule it may run)\n";
   doc["balance"] = {{"enabled", balance.enabled},
-                    {"heartbeat_ms", balance.heartbeat.count()},
+                    {"heartbeat_ms", config->balance_for(defaults).heartbeat.count()},
                     {"member_timeout_ms", config->member_timeout_for(defaults).count()},
-                    {"settle_ms", config->settle_for().count()},
+                    {"settle_ms", config->settle_for(defaults).count()},
                     {"handoff_rate", balance.handoff_rate}};
   doc["notes"] = nlohmann::json::array();
   for (const auto& s : config->schedules) {

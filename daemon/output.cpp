@@ -104,7 +104,7 @@ std::string balance_text(const balance_options& b) {
   };
   char rate[32];
   const auto [end, ec] = std::to_chars(rate, rate + sizeof rate, b.handoff_rate);
-  return "on (heartbeat " + format_duration(b.heartbeat) + ", member_timeout " +
+  return "on (heartbeat " + or_default(b.heartbeat) + ", member_timeout " +
          or_default(b.member_timeout) + ", settle " + or_default(b.settle) + ", handoff_rate " +
          (ec == std::errc{} ? std::string(rate, end) : std::string("?")) + "/s)";
 }

@@ -785,8 +785,14 @@ milliseconds daemon_config::member_timeout_for(const contend_options& backend_de
   return resolve(balance, lease.apply(backend_defaults), "node").member_timeout;
 }
 
-milliseconds daemon_config::settle_for() const {
-  return resolve(balance, contend_options{}, "node").settle;
+milliseconds daemon_config::settle_for(const contend_options& backend_defaults) const {
+  return balance_for(backend_defaults).settle;
+}
+
+balance_options daemon_config::balance_for(const contend_options& backend_defaults) const {
+  auto b = resolve(balance, lease.apply(backend_defaults), "node");
+  b.node_id = balance.node_id;
+  return b;
 }
 
 std::string tag_error(std::string_view tag) { return name_error(tag, 64); }

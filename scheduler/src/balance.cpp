@@ -83,11 +83,12 @@ std::vector<setting_problem> check(const balance_options& o) {
     else if (!seen.insert(t).second)
       out.push_back({"tags", "tag '" + t + "' is given twice"});
   }
-  if (o.heartbeat <= milliseconds::zero())
-    out.push_back({"heartbeat", "heartbeat must be positive"});
+  if (o.heartbeat < milliseconds::zero())
+    out.push_back({"heartbeat", "heartbeat must not be negative (0: the default)"});
   if (o.member_timeout < milliseconds::zero())
     out.push_back({"member_timeout", "member_timeout must not be negative (0: the default)"});
-  else if (o.member_timeout > milliseconds::zero() && o.member_timeout < 2 * o.heartbeat)
+  else if (o.member_timeout > milliseconds::zero() && o.heartbeat > milliseconds::zero() &&
+           o.member_timeout < 2 * o.heartbeat)
     out.push_back({"member_timeout",
                    "member_timeout (" + format_duration(o.member_timeout) +
                        ") must be at least 2 heartbeats (" + format_duration(2 * o.heartbeat) +

@@ -47,6 +47,10 @@ namespace baton {
 balance_options resolve(balance_options o, const contend_options& lease,
                         const std::string& contender_id) {
   if (o.node_id.empty()) o.node_id = detail::node_id_from_contender(contender_id);
+  if (o.heartbeat <= std::chrono::milliseconds::zero())
+    o.heartbeat = std::clamp<std::chrono::milliseconds>(
+        std::chrono::duration_cast<std::chrono::milliseconds>(lease.transition / 3),
+        std::chrono::milliseconds{100}, std::chrono::milliseconds{1000});
   if (o.member_timeout <= std::chrono::milliseconds::zero())
     o.member_timeout = std::max(lease.transition, 3 * o.heartbeat);
   if (o.settle <= std::chrono::milliseconds::zero()) o.settle = 2 * o.heartbeat;
@@ -134,6 +138,19 @@ balancer::balancer(boost::asio::io_context& io, record_store& records, balance_o
 void balancer::start() {
   boost::asio::post(strand_, [self = shared_from_this()] {
     self->started_at_ = std::chrono::steady_clock::now();
+    // Where the backend pushes controls changes (Redis, ZooKeeper, PostgreSQL), a node that
+    // joins or leaves the registry is seen at once, not at the next heartbeat.
+    std::weak_ptr<balancer> weak = self;
+    self->registry_watch_ = self->records_.watch_controls(balance_registry_name, [weak] {
+      if (auto b = weak.lock())
+        boost::asio::post(b->strand_, [b] {
+          if (b->stopped_) return;
+          if (b->busy_)
+            b->tick_again_ = true;
+          else
+            b->tick();
+        });
+    });
     self->tick();
   });
 }
@@ -209,9 +226,11 @@ void balancer::registry_read(std::uint64_t gen, std::error_code ec, const contro
     }
     keep.push_back(id);
   }
-  if ((!listed && !leaving_) || pruned) {
+  // A leaving node takes itself out (the others are pushed the change where the backend can).
+  if ((!listed && !leaving_) || (listed && leaving_) || pruned) {
     auto next = keep;
     if (!listed && !leaving_) next.push_back(options_.node_id);
+    if (leaving_) next.erase(std::remove(next.begin(), next.end(), options_.node_id), next.end());
     records_.async_write_controls(balance_registry_name, rec.version, format_registry(next),
                                   [self = shared_from_this()](std::error_code ec, controls_record) {
                                     if (ec && ec != make_error_code(errc::conflict))
@@ -586,6 +605,8 @@ void balancer::stop() noexcept {
     boost::asio::post(strand_, [self = shared_from_this(), done] {
       self->stopped_ = true;
       self->timer_.cancel();
+      if (self->registry_watch_ != 0) self->records_.unwatch_controls(self->registry_watch_);
+      self->registry_watch_ = 0;
       done->store(true);
     });
     // The schedules callback belongs to the scheduler: no tick may call it after this returns.

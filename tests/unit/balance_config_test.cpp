@@ -120,13 +120,13 @@ TEST(config_balance, member_timeout_and_settle_default_from_the_lease_and_heartb
   // member_timeout: the lease transition, at least 3 heartbeats; settle: 2 heartbeats.
   auto c = parse(config_with(R"(, "lease": {"ttl": "10s", "transition": "6s"})"));
   EXPECT_EQ(c.member_timeout_for(c.backend_defaults), 6s);
-  EXPECT_EQ(c.settle_for(), 2s);
+  EXPECT_EQ(c.settle_for(c.backend_defaults), 2s);
   c = parse(config_with(
       R"(, "lease": {"ttl": "10s", "transition": "2s"}, "balance": {"heartbeat": "1s"})"));
   EXPECT_EQ(c.member_timeout_for(c.backend_defaults), 3s);
   c = parse(config_with(R"(, "balance": {"member_timeout": "9s", "settle": "5s"})"));
   EXPECT_EQ(c.member_timeout_for(c.backend_defaults), 9s);
-  EXPECT_EQ(c.settle_for(), 5s);
+  EXPECT_EQ(c.settle_for(c.backend_defaults), 5s);
 }
 
 TEST(config_balance, requires_and_prefers_become_sorted_schedule_tags) {
@@ -238,9 +238,12 @@ TEST(config_balance_errors, bad_balance_values_name_the_path) {
 }
 
 TEST(config_balance_errors, the_schedulers_own_checks_are_reported_at_the_balance_path) {
-  // A heartbeat of 0 is no heartbeat (baton::check(balance_options)).
-  const auto error = one_error(config_with(R"(, "balance": {"heartbeat": "0s"})"));
-  EXPECT_THAT(error, HasSubstr("test.json: /balance/heartbeat: "));
+  // A member_timeout under two heartbeats (baton::check(balance_options)); a heartbeat of 0 is
+  // the default.
+  const auto error =
+      one_error(config_with(R"(, "balance": {"heartbeat": "1s", "member_timeout": "1s"})"));
+  EXPECT_THAT(error, HasSubstr("test.json: /balance/member_timeout: "));
+  EXPECT_EQ(parse(config_with(R"(, "balance": {"heartbeat": "0s"})")).balance.heartbeat, 0ms);
 }
 
 TEST(config_balance_errors, membership_record_names_are_reserved_for_schedules) {

@@ -469,7 +469,7 @@ TEST(balance_options_check, names_each_bad_field) {
   EXPECT_EQ(one([](auto& o) { o.tags = {"g p u"}; }), fields{"tags"});
   EXPECT_EQ(one([](auto& o) { o.tags = {std::string(65, 't')}; }), fields{"tags"});
   EXPECT_EQ(one([](auto& o) { o.tags = {"gpu", "eu", "gpu"}; }), fields{"tags"});
-  EXPECT_EQ(one([](auto& o) { o.heartbeat = 0ms; }), fields{"heartbeat"});
+  EXPECT_TRUE(one([](auto& o) { o.heartbeat = 0ms; }).empty());  // 0: the default
   EXPECT_EQ(one([](auto& o) { o.heartbeat = -1ms; }), fields{"heartbeat"});
   EXPECT_EQ(one([](auto& o) { o.member_timeout = -1ms; }), fields{"member_timeout"});
   EXPECT_EQ(one([](auto& o) { o.settle = -1ms; }), fields{"settle"});
@@ -478,10 +478,34 @@ TEST(balance_options_check, names_each_bad_field) {
   // Several at once, each named.
   EXPECT_EQ(one([](auto& o) {
               o.node_id = "a b";
-              o.heartbeat = 0ms;
+              o.heartbeat = -5ms;
               o.handoff_rate = 0;
             }),
             (fields{"node_id", "heartbeat", "handoff_rate"}));
+}
+
+TEST(balance_resolve, the_heartbeat_follows_the_lease_transition_and_the_rest_follows_it) {
+  contend_options lease;
+  lease.transition = 6s;
+  auto r = resolve(balance_options{}, lease, "1:42@host");
+  EXPECT_EQ(r.heartbeat, 1s);  // 2 s, clamped to 1 s
+  EXPECT_EQ(r.member_timeout, 6s);
+  EXPECT_EQ(r.settle, 2s);
+  EXPECT_EQ(r.node_id, "1-42-host");
+  lease.transition = 600ms;
+  r = resolve(balance_options{}, lease, "x");
+  EXPECT_EQ(r.heartbeat, 200ms);
+  EXPECT_EQ(r.member_timeout, 600ms);
+  EXPECT_EQ(r.settle, 400ms);
+  lease.transition = 90ms;
+  EXPECT_EQ(resolve(balance_options{}, lease, "x").heartbeat, 100ms);
+  balance_options set;
+  set.heartbeat = 2s;
+  set.node_id = "web-1";
+  r = resolve(set, lease, "x");
+  EXPECT_EQ(r.heartbeat, 2s);
+  EXPECT_EQ(r.member_timeout, 6s);  // at least 3 heartbeats
+  EXPECT_EQ(r.node_id, "web-1");
 }
 
 TEST(balance_options_check, a_member_timeout_under_two_heartbeats_names_the_heartbeat_too) {

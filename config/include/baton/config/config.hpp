@@ -190,8 +190,11 @@ struct daemon_config {
   /// balance.member_timeout, else the top-level lease's transition, at least 3 heartbeats.
   std::chrono::milliseconds member_timeout_for(const contend_options& backend_defaults) const;
   /// How long a new view must hold before this node hands schedules off: balance.settle, else
-  /// 2 heartbeats.
-  std::chrono::milliseconds settle_for() const;
+  /// 2 heartbeats (heartbeat: a third of the transition, 100 ms to 1 s, unless set).
+  std::chrono::milliseconds settle_for(const contend_options& backend_defaults) const;
+  /// `balance` with its defaults resolved against the top-level lease (baton::resolve; the node
+  /// id stays as configured).
+  balance_options balance_for(const contend_options& backend_defaults) const;
 };
 
 /// What a config may be, so that no input makes the loader crash, hang or run out of memory.

@@ -32,8 +32,10 @@ struct balance_options {
   /// This node's tags (same characters as a node id); schedules may require or prefer them.
   /// Tags decide which schedules a node contends for also when balance is off.
   std::vector<std::string> tags;
-  /// How often this node writes its membership record and reads the others'.
-  std::chrono::milliseconds heartbeat{1000};
+  /// How often this node writes its membership record and reads the others'. 0: a third of
+  /// the scheduler's lease transition, between 100 ms and 1 s (the others notice a crashed node
+  /// within about the time its leases take to lapse).
+  std::chrono::milliseconds heartbeat{0};
   /// A member whose record has not changed for this long (on the reader's steady clock) is gone.
   /// 0: the scheduler's lease transition, at least 3 heartbeats.
   std::chrono::milliseconds member_timeout{0};
@@ -49,8 +51,9 @@ struct balance_options {
 std::vector<setting_problem> check(const balance_options& o);
 
 /// `o` with its defaults filled in the way the scheduler runs it: an empty node_id from
-/// `contender_id` (characters outside the node id set become '-'), member_timeout 0 ->
-/// max(lease.transition, 3 heartbeats), settle 0 -> 2 heartbeats.
+/// `contender_id` (characters outside the node id set become '-'), heartbeat 0 ->
+/// lease.transition / 3 clamped to [100 ms, 1 s], member_timeout 0 -> max(lease.transition, 3
+/// heartbeats), settle 0 -> 2 heartbeats.
 balance_options resolve(balance_options o, const contend_options& lease,
                         const std::string& contender_id);
 

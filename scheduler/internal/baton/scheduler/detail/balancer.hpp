@@ -159,6 +159,7 @@ class balancer : public std::enable_shared_from_this<balancer> {
   bool busy_ = false;
   time_point tick_started_{};
   time_point started_at_{};
+  std::uint64_t registry_watch_ = 0;  // watch_controls handle of the registry (0: none)
   bool stopped_ = false;
   bool leaving_ = false;
   bool drain_ = false;
