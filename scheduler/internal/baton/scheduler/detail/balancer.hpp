@@ -170,6 +170,8 @@ class balancer : public std::enable_shared_from_this<balancer> {
   bool mixed_ = false;
   bool self_alive_ = false;
   std::map<std::string, balance_member> members_;  // last read, by id
+  // Members read without a written record, since when (steady clock).
+  std::map<std::string, time_point> unwritten_since_;
   std::map<std::string, bool> alive_;
   std::map<const balanced_schedule*, bool> wanted_;
   std::map<std::string, std::string> assignment_;  // schedule -> node
