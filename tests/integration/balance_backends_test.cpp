@@ -539,6 +539,7 @@ TEST_P(balance_backends, a_stopped_nodes_share_spreads_over_the_others) {
          " ms; a/b settled " + std::to_string(after_ms) + " ms later at " + survivors + "; " +
          std::to_string(net) + " schedules changed leader; " + describe(f, graceful_bound));
   expect_clean(f, graceful_bound);
+  EXPECT_EQ(f.lost_fires, 0u) << f.details;
   // c's share moved, and little else.
   EXPECT_GE(net, c_share);
   EXPECT_LE(net, c_share + 2 * tolerance(30));
