@@ -203,6 +203,7 @@ void balancer::registry_read(std::uint64_t gen, std::error_code ec, const contro
     return write_record(gen, 0);
   }
   auto ids = registry_nodes(rec.bytes);
+  const auto now = std::chrono::steady_clock::now();
   const auto wall = std::chrono::system_clock::now();
   const bool listed = std::find(ids.begin(), ids.end(), options_.node_id) != ids.end();
   registered_ticks_ = listed ? registered_ticks_ + 1 : 0;
@@ -214,14 +215,24 @@ void balancer::registry_read(std::uint64_t gen, std::error_code ec, const contro
       keep.push_back(id);
       continue;
     }
+    // A member without a written record (a newcomer lists itself before it writes its record)
+    // goes only once it has stayed so for as long.
     auto m = members_.find(id);
-    const bool dead = m != members_.end() && !alive_[id] &&
-                      (!m->second.written_at || wall - *m->second.written_at > prune_after);
+    bool dead = false;
+    if (m != members_.end() && !alive_[id]) {
+      if (m->second.written_at) {
+        dead = wall - *m->second.written_at > prune_after;
+      } else {
+        auto since = unwritten_since_.find(id);
+        dead = since != unwritten_since_.end() && now - since->second > prune_after;
+      }
+    }
     if (dead) {
       pruned = true;
       log({.event = "balance.member_pruned"})
           .info("node '{}' left the membership registry (no record for a long time)", id);
       tracker_.forget(id);
+      unwritten_since_.erase(id);
       continue;
     }
     keep.push_back(id);
@@ -292,6 +303,14 @@ void balancer::compute(std::uint64_t gen, std::shared_ptr<tick_state> t) {
   }
   for (const auto& [id, m] : members_)
     if (members.find(id) == members.end()) tracker_.forget(id);
+  for (const auto& [id, m] : members) {
+    if (m.written_at)
+      unwritten_since_.erase(id);
+    else
+      unwritten_since_.try_emplace(id, now);
+  }
+  std::erase_if(unwritten_since_,
+                [&](const auto& entry) { return members.find(entry.first) == members.end(); });
   members_ = std::move(members);
   alive_ = std::move(alive);
   self_alive_ = !leaving_ && last_write_ok_ && now - *last_write_ok_ < options_.member_timeout;

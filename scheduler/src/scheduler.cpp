@@ -142,10 +142,12 @@ class schedule_runner : public mutex_contender,
   }
 
   /// Calls `done` (on the strand) once every history record made so far was written or given
-  /// up (a write failed: it stays queued, but nobody waits for it).
+  /// up (a write failed: it stays queued, but nobody waits for it), and a fire being recorded
+  /// has started or, when stopping, was given back (give_back).
   void flush_history(std::function<void()> done) {
     boost::asio::post(strand_, [self = shared_from_this(), done = std::move(done)] {
-      if (self->history_.empty() && !self->appending_) return done();
+      if (self->history_.empty() && !self->appending_ && !self->starting_ && !self->giving_back_)
+        return done();
       self->flush_waiters_.push_back(std::move(done));
       self->pump_history();
     });
@@ -597,6 +599,7 @@ class schedule_runner : public mutex_contender,
       logf("fire.not_started")
           .info("fire at {} not started: {}", fmt_time(d.slot),
                 shutting_down_ ? "stopping" : "leadership was lost");
+      if (shutting_down_) give_back(term, ec);
       return;
     }
     if (ec) {
@@ -639,7 +642,10 @@ class schedule_runner : public mutex_contender,
   void manual_taken(std::uint64_t term, const schedule_state& next, sys_time taken,
                     std::error_code ec) {
     starting_ = false;
-    if (term != term_ || !leader_ || shutting_down_) return;
+    if (term != term_ || !leader_ || shutting_down_) {
+      if (shutting_down_) give_back(term, ec);
+      return;
+    }
     if (ec) {
       update_status([](schedule_status& s) { ++s.state_errors; });
       logf("fire.not_started")
@@ -652,6 +658,29 @@ class schedule_runner : public mutex_contender,
     manual_pending_ = taken;
     logf("fire.manual").info("manual run {} taken", next.manual_runs);
     evaluate();
+  }
+
+  // A fire or manual run was recorded in the lease-guarded state, but the scheduler began to
+  // stop before its job could start: while still the owner, write the state back as it was, so
+  // that the next leader runs it (retire() releases only once flush_history() says this is done).
+  void give_back(std::uint64_t term, std::error_code recorded_ec) {
+    if (recorded_ec || term != term_ || !leader_ || !service_->is_owner())
+      return pump_history();  // nothing was recorded, or it can no longer be undone
+    giving_back_ = true;
+    service_->async_write_state(
+        format_state(state_), [self = shared_from_this()](std::error_code ec) {
+          boost::asio::post(self->strand_, [self, ec] {
+            self->giving_back_ = false;
+            if (ec)
+              self->logf("state.give_back_failed")
+                  .warn("a fire recorded while stopping stays recorded (it will not run): {}",
+                        ec.message());
+            else
+              self->logf("state.given_back")
+                  .info("the fire recorded while stopping was given back to the next leader");
+            self->pump_history();
+          });
+        });
   }
 
   void start_manual() {
@@ -936,6 +965,7 @@ class schedule_runner : public mutex_contender,
   }
 
   void notify_flushed() {
+    if (starting_ || giving_back_) return;  // a record in flight, or its undoing, comes first
     auto waiters = std::move(flush_waiters_);
     flush_waiters_.clear();
     for (auto& w : waiters) w();
@@ -1011,6 +1041,7 @@ class schedule_runner : public mutex_contender,
   bool leader_ = false;
   bool ready_ = false;     // leader, and the state and controls were read (or found unreadable)
   bool starting_ = false;  // a fire or manual run is being recorded; the job starts once it is
+  bool giving_back_ = false;  // stopping: writing the state back as it was before that record
   bool shutting_down_ = false;
   bool wanted_ = false;       // balance: the balancer wants this node to contend
   bool handing_off_ = false;  // balance: releasing the lease for another node

@@ -18,6 +18,8 @@
 #include "baton/mutex/detail/log.hpp"
 #include "baton/mutex/errc.hpp"
 #include "baton/mutex/memory_store.hpp"
+#include "baton/scheduler/cron.hpp"
+#include "baton/scheduler/detail/schedule_plan.hpp"
 #include "baton/scheduler/scheduler.hpp"
 #include "support/env.hpp"
 #include "support/lease.hpp"
@@ -133,6 +135,72 @@ class cuttable_store final : public lease_store {
 
  private:
   std::shared_ptr<lease_store> inner_;
+};
+
+/// Forwards to a shared store; once `hold_next_write` is set, the next write of the lease-guarded
+/// state that records a fire (not a run's end) reaches the store at once, but its answer is held
+/// back until release_held() (a reply still on its way when the scheduler begins to stop).
+class held_reply_store final : public lease_store {
+ public:
+  explicit held_reply_store(std::shared_ptr<lease_store> inner) : inner_(std::move(inner)) {}
+  std::atomic<bool> hold_next_write{false};
+
+  /// True while an answer is held back; `bytes` gets the state that was written.
+  bool holding(std::string* bytes = nullptr) {
+    std::lock_guard lock(mutex_);
+    if (bytes) *bytes = held_bytes_;
+    return static_cast<bool>(held_);
+  }
+  void release_held() {
+    std::function<void()> held;
+    {
+      std::lock_guard lock(mutex_);
+      held = std::move(held_);
+      held_ = nullptr;
+    }
+    if (held) held();
+  }
+
+  void async_acquire(const std::string& name, const std::string& owner_id,
+                     std::chrono::milliseconds ttl, std::chrono::milliseconds transition,
+                     grant_handler handler) override {
+    inner_->async_acquire(name, owner_id, ttl, transition, std::move(handler));
+  }
+  void async_release(const std::string& name, const std::string& owner_id,
+                     done_handler handler) override {
+    inner_->async_release(name, owner_id, std::move(handler));
+  }
+  void async_read(const std::string& name, grant_handler handler) override {
+    inner_->async_read(name, std::move(handler));
+  }
+  void async_read_state(const std::string& name, state_handler handler) override {
+    inner_->async_read_state(name, std::move(handler));
+  }
+  void async_write_state(const std::string& name, const std::string& owner_id, std::uint64_t fence,
+                         std::string bytes, done_handler handler) override {
+    const auto fire = detail::parse_schedule_state(bytes);
+    if (!fire || fire->last_end || !hold_next_write.exchange(false))
+      return inner_->async_write_state(name, owner_id, fence, std::move(bytes), std::move(handler));
+    const auto written = bytes;
+    inner_->async_write_state(name, owner_id, fence, std::move(bytes),
+                              [this, written, handler = std::move(handler)](std::error_code ec) {
+                                std::lock_guard lock(mutex_);
+                                held_bytes_ = written;
+                                held_ = [handler, ec] { handler(ec); };
+                              });
+  }
+  std::uint64_t watch(const std::string& name, const std::string& owner_id,
+                      std::chrono::milliseconds poll_interval,
+                      std::function<void()> wake) override {
+    return inner_->watch(name, owner_id, poll_interval, std::move(wake));
+  }
+  void unwatch(std::uint64_t handle) noexcept override { inner_->unwatch(handle); }
+
+ private:
+  std::shared_ptr<lease_store> inner_;
+  std::mutex mutex_;
+  std::function<void()> held_;
+  std::string held_bytes_;
 };
 
 /// Keeps the messages logged on the "baton" logger.
@@ -252,6 +320,41 @@ TEST_F(scheduler_memory, the_other_node_continues_the_cadence_when_the_leader_st
   EXPECT_EQ(status.runs, journal_.count("node-b"));
   EXPECT_EQ(status.failures, 0u);
   EXPECT_EQ(status.skipped_overlap, 0u);
+}
+
+// stop() while a fire is being recorded (the state written, its answer not yet back): the job
+// does not start on the stopping node, and the fire is given back, so that the next leader runs
+// it. Recorded and never run, it would be lost.
+TEST_F(scheduler_memory, a_fire_recorded_while_the_leader_stops_is_run_by_the_next_leader) {
+  auto held = std::make_shared<held_reply_store>(store_);
+  lease_store_backend held_backend("memory", rt_, held, store_, short_lease());
+  scheduler a(held_backend, rt_, scheduler_options{2, std::nullopt, "node-a", nullptr});
+  scheduler b(backend_, rt_, scheduler_options{2, std::nullopt, "node-b", nullptr});
+  a.add(every_200ms(journal_.job("node-a", 20ms)));
+  b.add(every_200ms(journal_.job("node-b", 20ms)));
+  a.start();
+  ASSERT_TRUE(test::wait_until([&] { return journal_.count("node-a") >= 2; }, 10s));
+  b.start();
+  held->hold_next_write = true;
+  std::string bytes;
+  ASSERT_TRUE(test::wait_until([&] { return held->holding(&bytes); }, 10s));
+  const auto recorded = detail::parse_schedule_state(bytes).value().last_fire;
+
+  std::thread stopper([&] { a.stop(1s); });
+  // The stop is under way while the answer is still out (less than a period: the next fire is
+  // not due yet when b takes over).
+  std::this_thread::sleep_for(100ms);
+  held->release_held();
+  stopper.join();
+  ASSERT_TRUE(test::wait_until([&] { return journal_.count("node-b") >= 3; }, 10s));
+  b.stop(1s);
+
+  auto runs = journal_.runs();
+  EXPECT_TRUE(std::any_of(runs.begin(), runs.end(),
+                          [&](const run_record& r) { return r.fire_time == recorded; }))
+      << "the fire at " << format_rfc3339_utc(recorded)
+      << " was recorded by the stopping node and never run";
+  expect_single_leader_cadence(runs, 200ms);
 }
 
 TEST_F(scheduler_memory, only_one_of_two_nodes_fires_when_both_start_together) {

@@ -525,6 +525,39 @@ TEST_P(sql_backend_test, many_waiters_notice_release_and_lapse_through_the_batch
   for (auto& h : holders.services) h->stop_and_wait(5s);
 }
 
+// Waiters that settled into the long wait while the batched poll ran are still told of a
+// release and of a lapse once others stopped waiting and fewer than the batch threshold are left
+// (a balanced scheduler withdraws waiters whenever the assignment changes).
+TEST_P(sql_backend_test, waiters_left_below_the_batch_threshold_still_notice_release_and_lapse) {
+  created_ = config();
+  constexpr int n = 20;     // above the store's batch threshold (16 waiters)
+  constexpr int left = 10;  // below it
+  const auto o = baton::test::lease_options();
+  baton::runtime holder_rt, waiter_rt;
+  auto holder_backend = baton::backends::sql::make_backend(*created_, holder_rt);
+  auto waiter_backend = baton::backends::sql::make_backend(*created_, waiter_rt);
+  contenders holders(*holder_backend, n, o);
+  ASSERT_TRUE(baton::test::wait_until([&] { return holders.owned() == n; }, 10s));
+  contenders waiters(*waiter_backend, n, o);
+  ASSERT_TRUE(baton::test::wait_until([&] { return waiters.observed_at_least(2); }, 10s));
+  for (int i = left; i < n; ++i) ASSERT_TRUE(waiters.services[i]->stop_and_wait(5s));
+  std::this_thread::sleep_for(3 * o.poll_interval);  // a poll round or two with 10 waiters
+
+  auto released = std::chrono::steady_clock::now();
+  for (int i = 0; i < left / 2; ++i) ASSERT_TRUE(holders.services[i]->stop_and_wait(5s));
+  ASSERT_TRUE(baton::test::wait_until([&] { return waiters.owned() == left / 2; }, 10s));
+  EXPECT_LT(std::chrono::steady_clock::now() - released, 2s)
+      << "a release waited for the safeguard";
+
+  // The holders' process dies: the other half lapses (one lease after the last renewal).
+  const auto crashed = std::chrono::steady_clock::now();
+  holder_rt.stop();
+  ASSERT_TRUE(baton::test::wait_until([&] { return waiters.owned() == left; }, 10s));
+  EXPECT_LT(std::chrono::steady_clock::now() - crashed, 3500ms)
+      << "a lapse waited for the safeguard";
+  for (int i = 0; i < left; ++i) waiters.services[i]->stop_and_wait(5s);
+}
+
 // Locks mutex "m"'s row from `admin` (SQLite: the whole file) until ROLLBACK.
 void sql_backend_test::lock_row_m(soci::session& admin) {
   if (GetParam() == "sqlite") {

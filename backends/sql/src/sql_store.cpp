@@ -198,7 +198,10 @@ void sql_store::poll_round() {
   std::vector<std::string> names;
   {
     std::lock_guard lock(watch_mutex_);
-    if (watchers_.size() < batch_poll_threshold) {
+    // Once started, the rounds go on while anybody waits: the waiters that were told the poll
+    // covers them (wakeups()) sleep long, also after others left and fewer than the threshold
+    // remain (those that ask again from then on poll on their own).
+    if (watchers_.empty()) {
       polling_ = false;
       return;
     }

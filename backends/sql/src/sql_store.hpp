@@ -56,7 +56,8 @@ class sql_store final : public lease_store,
   /// (LISTEN/NOTIFY). With many waiters in this store (batch_poll_threshold), one SELECT per
   /// max_poll_batch watched mutexes every (shortest waiter) poll_interval finds the released
   /// and lapsed ones for all of them (every dialect), and waiters ask on their own only as a
-  /// safeguard; with few, each waiter polls every poll_interval itself.
+  /// safeguard; with few, each waiter polls every poll_interval itself. Once started, the
+  /// rounds go on while any waiter is left (some may have settled into the long wait).
   std::uint64_t watch(const std::string& name, const std::string& owner_id,
                       std::chrono::milliseconds poll_interval, std::function<void()> wake) override;
   void unwatch(std::uint64_t handle) noexcept override;

@@ -173,6 +173,8 @@ class balancer : public std::enable_shared_from_this<balancer> {
   bool mixed_ = false;
   bool self_alive_ = false;
   std::map<std::string, balance_member> members_;  // last read, by id
+  // Members read without a written record, since when (steady clock).
+  std::map<std::string, time_point> unwritten_since_;
   std::map<std::string, bool> alive_;
   // By shared_ptr, not address: a schedule removed and another added may reuse the address.
   std::map<std::shared_ptr<balanced_schedule>, bool> wanted_;
