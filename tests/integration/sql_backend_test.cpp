@@ -525,6 +525,33 @@ TEST_P(sql_backend_test, many_waiters_notice_release_and_lapse_through_the_batch
   for (auto& h : holders.services) h->stop_and_wait(5s);
 }
 
+// The batched poll ends when a store's waiters fall below its threshold (16). The waiters left
+// had planned their own next request two leases ahead, counting on it: they must be woken to poll
+// on their own again, or a release waits for that safeguard (balance: a node that hands many
+// schedules off at once left the few it was taking over unled for two leases, 32 s by default).
+TEST_P(sql_backend_test, waiters_left_when_the_batched_poll_ends_still_notice_a_release) {
+  created_ = config();
+  constexpr int n = 20;
+  const auto o = baton::test::lease_options(5s, 100ms);  // the safeguard: two leases, 20 s
+  baton::runtime holder_rt, waiter_rt;
+  auto holder_backend = baton::backends::sql::make_backend(*created_, holder_rt);
+  auto waiter_backend = baton::backends::sql::make_backend(*created_, waiter_rt);
+  contenders holders(*holder_backend, n, o);
+  ASSERT_TRUE(baton::test::wait_until([&] { return holders.owned() == n; }, 10s));
+  contenders waiters(*waiter_backend, n, o);
+  ASSERT_TRUE(baton::test::wait_until([&] { return waiters.observed_at_least(2); }, 10s));
+  // All waiters but one leave; a poll round then finds too few to batch.
+  for (int i = 1; i < n; ++i) ASSERT_TRUE(waiters.services[i]->stop_and_wait(5s));
+  std::this_thread::sleep_for(500ms);
+  const auto released = std::chrono::steady_clock::now();
+  ASSERT_TRUE(holders.services[0]->stop_and_wait(5s));
+  EXPECT_TRUE(baton::test::wait_until([&] { return waiters.owned() == 1; }, 10s))
+      << "the last waiter waits for its safeguard";
+  EXPECT_LT(std::chrono::steady_clock::now() - released, 2s);
+  for (auto& s : waiters.services) s->stop_and_wait(5s);
+  for (auto& s : holders.services) s->stop_and_wait(5s);
+}
+
 // Locks mutex "m"'s row from `admin` (SQLite: the whole file) until ROLLBACK.
 void sql_backend_test::lock_row_m(soci::session& admin) {
   if (GetParam() == "sqlite") {

@@ -197,9 +197,15 @@ void sql_store::schedule_poll() {
 void sql_store::poll_round() {
   std::vector<std::string> names;
   {
-    std::lock_guard lock(watch_mutex_);
+    std::unique_lock lock(watch_mutex_);
     if (watchers_.size() < batch_poll_threshold) {
       polling_ = false;
+      // The waiters left planned their next request counting on this poll (wakeups() said
+      // release_and_expiry): wake them, so that they plan again and poll on their own.
+      std::vector<std::function<void()>> calls;
+      for (const auto& [handle, w] : watchers_) calls.push_back(w.wake);
+      lock.unlock();
+      for (auto& call : calls) call();
       return;
     }
     names.reserve(watchers_.size());
