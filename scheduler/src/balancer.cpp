@@ -189,7 +189,7 @@ void balancer::registry_read(std::uint64_t gen, std::error_code ec, const contro
     }
     keep.push_back(id);
   }
-  if ((!listed && !leaving_) || !dropped.empty()) write_registry(rec, dropped, 0);
+  if ((!listed && joinable()) || !dropped.empty()) write_registry(rec, dropped, 0);
   auto t = std::make_shared<tick_state>();
   for (const auto& id : keep)
     if (id != options_.node_id) t->ids.push_back(id);
@@ -217,7 +217,7 @@ void balancer::write_registry(const controls_record& current, std::vector<std::s
   std::vector<std::string> next;
   for (const auto& id : ids)
     if (std::find(dropped.begin(), dropped.end(), id) == dropped.end()) next.push_back(id);
-  if (!leaving_ && std::find(next.begin(), next.end(), options_.node_id) == next.end())
+  if (joinable() && std::find(next.begin(), next.end(), options_.node_id) == next.end())
     next.push_back(options_.node_id);
   std::sort(next.begin(), next.end());
   if (next == ids) return;  // already so (another writer did it)
