@@ -31,6 +31,7 @@ def load(path):
 
 class Results(object):
     def __init__(self, records):
+        self.records = records
         self.meta = next((r for r in records if r.get("figure") == "meta"), {})
         self.errors = [r.get("subject", "?") for r in records if r.get("figure") == "error"]
         self.by_key = {}
@@ -247,6 +248,61 @@ def metrics(res):
     return out, []
 
 
+BALANCE_EVENTS = ["start", "drain", "undrain", "leave", "join"]
+
+
+def balance(res):
+    """Issue 18: moves and settle per event (figure balance_moves_<event>_<N>n_rate<R>, with
+    balance_settle_... beside it), and run lateness (balance_lateness_<N>n)."""
+    rows, misses = [], []
+    moves = [r for r in res.records if str(r.get("figure", "")).startswith("balance_moves_")]
+
+    def order(r):
+        return (BACKENDS.index(r["backend"]) if r["backend"] in BACKENDS else 99,
+                int(r.get("nodes", 0)), float(r.get("handoff_rate", 0)),
+                BALANCE_EVENTS.index(r["event"]) if r.get("event") in BALANCE_EVENTS else 99)
+    for r in sorted(moves, key=order):
+        settle = res.get(r["figure"].replace("balance_moves_", "balance_settle_"), r["backend"])
+        minimum = float(r.get("minimum", 0))
+        ratio = r["median"] / minimum if minimum else None
+        if ratio is not None and r.get("event") in ("drain", "leave", "join") and ratio > 1.25:
+            misses.append("balance %s %s nodes %s: %s moves, %.2f x the minimum %s" % (
+                r["backend"], r.get("nodes"), r.get("event"), num(r["median"]), ratio,
+                num(minimum)))
+        if r.get("unsettled", "0") != "0":
+            misses.append("balance %s %s nodes rate %s %s: %s sample(s) did not settle" % (
+                r["backend"], r.get("nodes"), r.get("handoff_rate"), r.get("event"),
+                r["unsettled"]))
+        rows.append([r["backend"], r.get("nodes", "-"), r.get("handoff_rate", "-"),
+                     r.get("event", "-"), num(r["median"]), num(minimum) if minimum else "-",
+                     "%.2f" % ratio if ratio else "-", r.get("handoffs", "-"),
+                     num(settle["median"]) if settle else "-",
+                     num(settle["max"]) if settle else "-", r["samples"],
+                     r.get("leads_after", "-"), r.get("fewest_led", "-")])
+    out = table(["backend", "nodes", "handoff_rate /s", "event", "moves (median)", "minimum",
+                 "moves / minimum", "graceful handoffs", "settle median s", "settle max s",
+                 "samples", "leads after", "fewest led at once"], rows)
+    late_rows = []
+    for b in BACKENDS:
+        for n in ("3", "1"):
+            r = res.get("balance_lateness_%sn" % n, b)
+            if not r:
+                continue
+            within = float(r.get("within_1s", 0))
+            if n == "3" and r["p99"] > 1000:
+                misses.append("balance %s: 3 nodes, 10,000 schedules every minute: p99 lateness "
+                              "%s ms > 1,000 ms" % (b, num(r["p99"])))
+            late_rows.append([b, n, r.get("expected", "-"), r.get("started", "-"),
+                              r.get("duplicates", "-"), num(r["median"]), num(r["p99"]),
+                              num(r["max"]), "%.1f %%" % (100 * within),
+                              r.get("settle_s", "-"), r.get("shares", "-")])
+    if late_rows:
+        out += "\n\n" + table(["backend", "nodes", "runs expected", "started", "duplicates",
+                                "lateness p50 ms", "p99 ms", "max ms", "started within 1 s",
+                                "settled after s", "shares"], late_rows)
+    return out, misses
+
+
 def main():
     if len(sys.argv) != 2:
         sys.exit("usage: bench/report.py results.json > RESULTS.md")
@@ -292,6 +348,16 @@ def main():
          "thread on an uncontended mutex, in blocks with metrics on and off "
          "(`baton::set_metrics_enabled`) alternating in the same run; a sample is one block's "
          "mean cycle time.", metrics(res)),
+        ("8. Balance: moves, settle and run lateness", "(a) N in-process nodes (each its own "
+         "runtime and backend connections) share 1,000 schedules that do not fire during the "
+         "run; per event the moves (fence changes summed over every schedule), the minimum (the "
+         "share that had to move), the graceful handoffs among them and the time from the event "
+         "to the last lead-count change, after which every node is within max(1, 10 %) of its "
+         "assigned share and nothing moves for 2 s. Heartbeat 1 s. Settle times at the default "
+         "handoff_rate (5/s per node) are dominated by that rate; 50/s shows the floor. "
+         "(b) 10,000 schedules firing every minute (cron `* * * * *`) whose job returns at once, "
+         "on 3 nodes (child processes) and on 1: start time minus planned fire time of every run "
+         "of the fires measured after settle; a fire not run counts as late.", balance(res)),
     ]
     for title, text, (tab, miss) in sections:
         out += ["## " + title, "", text, "", tab, ""]

@@ -7,7 +7,7 @@
 #
 #   --quick          fewer samples (a smoke run; results are not for committing)
 #   --only NAMES     run only these benchmarks: handover, takeover, throughput, scale, peers,
-#                    history, metrics
+#                    history, metrics, balance
 #   --backends LIST  only these backends (sqlite,postgresql,mysql,redis,zookeeper)
 #   --out DIR        where results.json and RESULTS.md go (default: bench/)
 set -euo pipefail
@@ -16,7 +16,7 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
 
 quick=0
-only="handover,takeover,throughput,scale,peers,history,metrics"
+only="handover,takeover,throughput,scale,peers,history,metrics,balance"
 out="$ROOT/bench"
 while (($#)); do
   case "$1" in
@@ -91,6 +91,9 @@ run scale "$BATON_BENCH_BIN/baton_scale_bench"
 run peers "$PY" "$ROOT/bench/peers/peers.py"
 run history "$BATON_BENCH_BIN/baton_history_bench"
 run metrics "$BATON_BENCH_BIN/baton_metrics_bench"
+# Balance (issue 18): on Redis and SQLite unless --backends says otherwise; about 5 minutes with
+# --quick, about 30 without.
+run balance "$BATON_BENCH_BIN/baton_balance_bench"
 
 mv "$results.tmp" "$results"
 "$PY" "$ROOT/bench/report.py" "$results" >"$out/RESULTS.md"

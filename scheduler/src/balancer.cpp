@@ -208,8 +208,7 @@ void balancer::registry_read(std::uint64_t gen, std::error_code ec, const contro
   const bool listed = std::find(ids.begin(), ids.end(), options_.node_id) != ids.end();
   registered_ticks_ = listed ? registered_ticks_ + 1 : 0;
   // Members long dead (or whose record is gone) leave the registry.
-  std::vector<std::string> keep;
-  bool pruned = false;
+  std::vector<std::string> keep, dropped;
   for (const auto& id : ids) {
     if (id == options_.node_id) {
       keep.push_back(id);
@@ -228,7 +227,7 @@ void balancer::registry_read(std::uint64_t gen, std::error_code ec, const contro
       }
     }
     if (dead) {
-      pruned = true;
+      dropped.push_back(id);
       log({.event = "balance.member_pruned"})
           .info("node '{}' left the membership registry (no record for a long time)", id);
       tracker_.forget(id);
@@ -238,18 +237,8 @@ void balancer::registry_read(std::uint64_t gen, std::error_code ec, const contro
     keep.push_back(id);
   }
   // A leaving node takes itself out (the others are pushed the change where the backend can).
-  if ((!listed && !leaving_) || (listed && leaving_) || pruned) {
-    auto next = keep;
-    if (!listed && !leaving_) next.push_back(options_.node_id);
-    if (leaving_) next.erase(std::remove(next.begin(), next.end(), options_.node_id), next.end());
-    records_.async_write_controls(balance_registry_name, rec.version, format_registry(next),
-                                  [self = shared_from_this()](std::error_code ec, controls_record) {
-                                    if (ec && ec != make_error_code(errc::conflict))
-                                      boost::asio::post(self->strand_, [self, ec] {
-                                        self->note_error("writing the membership registry", ec);
-                                      });
-                                  });
-  }
+  if (leaving_ && listed) dropped.push_back(options_.node_id);
+  if ((!listed && joinable()) || !dropped.empty()) write_registry(rec, dropped, 0);
   auto t = std::make_shared<tick_state>();
   for (const auto& id : keep)
     if (id != options_.node_id) t->ids.push_back(id);
@@ -268,6 +257,33 @@ void balancer::registry_read(std::uint64_t gen, std::error_code ec, const contro
             if (--t->pending == 0) self->compute(gen, t);
           });
         });
+}
+
+void balancer::write_registry(const controls_record& current, std::vector<std::string> dropped,
+                              int attempt) {
+  if (stopped_) return;
+  const auto ids = registry_nodes(current.bytes);
+  std::vector<std::string> next;
+  for (const auto& id : ids)
+    if (std::find(dropped.begin(), dropped.end(), id) == dropped.end()) next.push_back(id);
+  if (joinable() && std::find(next.begin(), next.end(), options_.node_id) == next.end())
+    next.push_back(options_.node_id);
+  std::sort(next.begin(), next.end());
+  if (next == ids) return;  // already so (another writer did it)
+  // Nodes that start together register together: the write that loses the compare-and-set tries
+  // again at once on the record that won, so that every one of them is listed within this
+  // heartbeat (else each would see itself alone at the next and contend for everything).
+  records_.async_write_controls(
+      balance_registry_name, current.version, format_registry(next),
+      [self = shared_from_this(), dropped, attempt](std::error_code ec, controls_record rec) {
+        boost::asio::post(self->strand_, [self, dropped, attempt, ec, rec = std::move(rec)] {
+          if (ec == make_error_code(errc::conflict)) {
+            if (attempt < 5) self->write_registry(rec, dropped, attempt + 1);
+          } else if (ec) {
+            self->note_error("writing the membership registry", ec);
+          }
+        });
+      });
 }
 
 void balancer::compute(std::uint64_t gen, std::shared_ptr<tick_state> t) {

@@ -134,6 +134,13 @@ class balancer : public std::enable_shared_from_this<balancer> {
   void tick();
   void arm(std::chrono::milliseconds after);
   void registry_read(std::uint64_t gen, std::error_code ec, const controls_record& rec);
+  /// Writes the registry as `current` minus `dropped`, plus this node unless it is leaving
+  /// (compare-and-set; retried on a conflict).
+  void write_registry(const controls_record& current, std::vector<std::string> dropped,
+                      int attempt);
+  /// This node may be listed in the registry: not leaving, and its membership record written
+  /// (a listed node without a record looks long gone to the others, who drop it).
+  bool joinable() const { return !leaving_ && !first_write_; }
   void members_read(std::uint64_t gen, std::shared_ptr<tick_state> t);
   void compute(std::uint64_t gen, std::shared_ptr<tick_state> t);
   void write_record(std::uint64_t gen, int attempt);
