@@ -278,7 +278,8 @@ def balance(res):
                      "%.2f" % ratio if ratio else "-", r.get("handoffs", "-"),
                      num(settle["median"]) if settle else "-",
                      num(settle["max"]) if settle else "-", r["samples"],
-                     r.get("leads_after", "-"), r.get("fewest_led", "-")])
+                     r.get("leads_after", "-"),
+                     r.get("fewest_led", "-") if r.get("event") != "start" else "-"])
     out = table(["backend", "nodes", "handoff_rate /s", "event", "moves (median)", "minimum",
                  "moves / minimum", "graceful handoffs", "settle median s", "settle max s",
                  "samples", "leads after", "fewest led at once"], rows)
