@@ -16,8 +16,8 @@
 // BATON_BENCH_BACKENDS, default redis,sqlite). Overrides: BATON_BALANCE_PARTS (moves,lateness),
 // BATON_BALANCE_NODES (cluster sizes in (a): quick 3, else 3,5), BATON_BALANCE_RATES
 // (handoff_rate values in (a): quick 50, else 5,50), BATON_BALANCE_SAMPLES (cycles of the four
-// events per configuration, 1), BATON_BALANCE_ROUNDS (minutes of fires measured in (b): quick 1,
-// else 3), BATON_BALANCE_TRACE=1 (lead counts on stderr while waiting for a settle).
+// events per configuration: 3 at 50/s, else 1), BATON_BALANCE_ROUNDS (minutes of fires measured in
+// (b): quick 1, else 3), BATON_BALANCE_TRACE=1 (lead counts on stderr while waiting for a settle).
 #include <unistd.h>
 
 #include <algorithm>
@@ -545,7 +545,10 @@ int main() try {
   std::vector<std::string> types{"redis", "sqlite"};
   if (!env_or("BATON_BENCH_BACKENDS", "").empty()) types = bb::backends_to_run();
   const int rounds = std::stoi(env_or("BATON_BALANCE_ROUNDS", quick() ? "1" : "3"));
-  const int samples = std::stoi(env_or("BATON_BALANCE_SAMPLES", "1"));
+  // Cycles of the four events: 3 at the fast rate, 1 at the default (about 3 minutes a cycle).
+  const auto samples_at = [](double rate) {
+    return std::stoi(env_or("BATON_BALANCE_SAMPLES", quick() || rate < 50 ? "1" : "3"));
+  };
   // Quick (a smoke run of a few minutes): 3 nodes at the fast rate only (its settle times show
   // the floor, not the default), and the lateness workload on the first backend only.
   const auto sizes = numbers("BATON_BALANCE_NODES", quick() ? "3" : "3,5");
@@ -555,7 +558,8 @@ int main() try {
     try {
       if (parts.find("moves") != std::string::npos)
         for (double rate : rates)
-          for (double n : sizes) run_moves(type, static_cast<std::size_t>(n), rate, samples);
+          for (double n : sizes)
+            run_moves(type, static_cast<std::size_t>(n), rate, samples_at(rate));
       if (parts.find("lateness") != std::string::npos && (!quick() || type == types.front())) {
         run_lateness(type, 3, rounds);
         run_lateness(type, 1, rounds);

@@ -278,7 +278,8 @@ def balance(res):
                      "%.2f" % ratio if ratio else "-", r.get("handoffs", "-"),
                      num(settle["median"]) if settle else "-",
                      num(settle["max"]) if settle else "-", r["samples"],
-                     r.get("leads_after", "-"), r.get("fewest_led", "-")])
+                     r.get("leads_after", "-"),
+                     r.get("fewest_led", "-") if r.get("event") != "start" else "-"])
     out = table(["backend", "nodes", "handoff_rate /s", "event", "moves (median)", "minimum",
                  "moves / minimum", "graceful handoffs", "settle median s", "settle max s",
                  "samples", "leads after", "fewest led at once"], rows)
@@ -292,14 +293,18 @@ def balance(res):
             if n == "3" and r["p99"] > 1000:
                 misses.append("balance %s: 3 nodes, 10,000 schedules every minute: p99 lateness "
                               "%s ms > 1,000 ms" % (b, num(r["p99"])))
+            logged = r.get("warnings_window", "none")
+            warnings = 0 if logged == "none" else sum(
+                int(x.split("=")[1]) for x in logged.split(",") if "=" in x)
             late_rows.append([b, n, r.get("expected", "-"), r.get("started", "-"),
                               r.get("duplicates", "-"), num(r["median"]), num(r["p99"]),
                               num(r["max"]), "%.1f %%" % (100 * within),
-                              r.get("settle_s", "-"), r.get("shares", "-")])
+                              r.get("settle_s", "-"), r.get("shares", "-"), num(warnings)])
     if late_rows:
         out += "\n\n" + table(["backend", "nodes", "runs expected", "started", "duplicates",
                                 "lateness p50 ms", "p99 ms", "max ms", "started within 1 s",
-                                "settled after s", "shares"], late_rows)
+                                "settled after s", "shares", "warnings in the window"],
+                               late_rows)
     return out, misses
 
 
