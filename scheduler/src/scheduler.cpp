@@ -1039,8 +1039,8 @@ class schedule_runner : public mutex_contender,
   std::uint64_t run_ids_ = 0;
   std::uint64_t fence_ = 0;
   bool leader_ = false;
-  bool ready_ = false;     // leader, and the state and controls were read (or found unreadable)
-  bool starting_ = false;  // a fire or manual run is being recorded; the job starts once it is
+  bool ready_ = false;        // leader, and the state and controls were read (or found unreadable)
+  bool starting_ = false;     // a fire or manual run is being recorded; the job starts once it is
   bool giving_back_ = false;  // stopping: writing the state back as it was before that record
   bool shutting_down_ = false;
   bool wanted_ = false;       // balance: the balancer wants this node to contend
