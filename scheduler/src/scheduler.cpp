@@ -187,11 +187,15 @@ class schedule_runner : public mutex_contender,
     std::stop_source stop;
     stop_cause cause = stop_cause::none;
     steady_time deadline = steady_time::max();
+    /// The lease-guarded state before this fire was recorded (a cadence run): written back if
+    /// the job never started because the scheduler stopped first.
+    std::optional<schedule_state> prior;
   };
 
   /// What a job thread hands back to the strand.
   struct run_result {
     bool threw = false;
+    bool not_started = false;  ///< asked to stop before the job began
     std::string error;
     run_report report;
     sys_time end{};
@@ -611,6 +615,7 @@ class schedule_runner : public mutex_contender,
         arm_after(lease_.retry_period, [self = shared_from_this()] { self->evaluate(); });
       return;
     }
+    prior_state_ = state_;
     state_ = next;
     // The write took a round trip: check the lease again.
     if (!may_start(service_->lease_deadline(), clock_->now_steady(), stop_grace_)) {
@@ -719,6 +724,8 @@ class schedule_runner : public mutex_contender,
     r.trigger = trigger;
     r.attempt = attempt;
     r.started = now_system();
+    if (trigger == run_trigger::schedule || trigger == run_trigger::catch_up)
+      r.prior = prior_state_;
     if (options_.timeout > milliseconds::zero())
       r.deadline = clock_->now_steady() + options_.timeout;
     job_context ctx{options_.name, contender_id_, fence_, slot, r.deadline, r.stop.get_token()};
@@ -748,6 +755,7 @@ class schedule_runner : public mutex_contender,
     ctx.report = &result.report;
     if (ctx.stop.stop_requested()) {
       result.threw = true;
+      result.not_started = true;
       result.error = "asked to stop before it started";
     } else {
       try {
@@ -797,6 +805,13 @@ class schedule_runner : public mutex_contender,
       if (outcome == run_outcome::succeeded) s.last_success = result.end;
     });
     append_history(attempt_record(finished, result, outcome, cause), finished.fence);
+    // Stopping before the job began: the fire was recorded but never ran; give it back to the
+    // next leader (as for a fire whose record was still in flight).
+    if (shutting_down_ && result.not_started && finished.prior && finished.term == term_ &&
+        leader_) {
+      state_ = *finished.prior;
+      return give_back(term_, {});
+    }
     if (finished.term != term_ || !leader_ || shutting_down_) return;
     const bool cadence_run =
         finished.trigger == run_trigger::schedule || finished.trigger == run_trigger::catch_up;
@@ -1039,9 +1054,11 @@ class schedule_runner : public mutex_contender,
   std::uint64_t run_ids_ = 0;
   std::uint64_t fence_ = 0;
   bool leader_ = false;
-  bool ready_ = false;        // leader, and the state and controls were read (or found unreadable)
-  bool starting_ = false;     // a fire or manual run is being recorded; the job starts once it is
-  bool giving_back_ = false;  // stopping: writing the state back as it was before that record
+  bool ready_ = false;     // leader, and the state and controls were read (or found unreadable)
+  bool starting_ = false;  // a fire or manual run is being recorded; the job starts once it is
+  bool giving_back_ = false;
+  schedule_state prior_state_;  // the state before the latest fire record (see run::prior)  //
+                                // stopping: writing the state back as it was before that record
   bool shutting_down_ = false;
   bool wanted_ = false;       // balance: the balancer wants this node to contend
   bool handing_off_ = false;  // balance: releasing the lease for another node
