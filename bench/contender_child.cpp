@@ -3,6 +3,7 @@
 //
 //   baton_contender_child --type T [--param k=v]... --mutex M
 //                         [--ttl-ms N] [--transition-ms N] [--retry-ms N] [--poll-ms N]
+//                         [--lapse-jitter-ms N]
 //
 // Starts from the backend's default_options(), changed by the flags given, and contends at once.
 // Prints one line per event on stdout; the last field is CLOCK_MONOTONIC in ns (comparable
@@ -48,7 +49,7 @@ void say(const std::string& line) {
 struct arguments {
   baton::backend_config backend;
   std::string mutex;
-  std::chrono::milliseconds ttl{-1}, transition{-1}, retry{-1}, poll{-1};
+  std::chrono::milliseconds ttl{-1}, transition{-1}, retry{-1}, poll{-1}, lapse_jitter{-1};
 };
 
 arguments parse(int argc, char** argv) {
@@ -74,6 +75,8 @@ arguments parse(int argc, char** argv) {
       a.retry = ms();
     } else if (key == "--poll-ms") {
       a.poll = ms();
+    } else if (key == "--lapse-jitter-ms") {
+      a.lapse_jitter = ms();
     } else {
       throw std::invalid_argument("unknown argument " + key);
     }
@@ -136,6 +139,7 @@ int run(const arguments& a) {
   if (a.transition.count() >= 0) options.transition = a.transition;
   if (a.retry.count() >= 0) options.retry_period = a.retry;
   if (a.poll.count() >= 0) options.poll_interval = a.poll;
+  if (a.lapse_jitter.count() >= 0) options.lapse_jitter = a.lapse_jitter;
   if (options.max_backoff < options.retry_period) options.max_backoff = options.retry_period;
   baton::validate(options);
 

@@ -15,8 +15,12 @@
 //   zookeeper       the session timeout (the server deletes the dead session's lock node then;
 //                   it checks expiry in tickTime buckets, so up to one tick more)
 //
-// Samples per backend: 10 (BATON_BENCH_QUICK=1: 3). Output: JSON records on stdout (figure
-// "takeover", subject "baton"); progress and errors on stderr. Exits 1 if any backend failed.
+// Then, on the lease backends, the same with 8 waiters and lapse_jitter 0, 100 (the default) and
+// 1000 ms (figure "takeover_jitter"): the first waiter to acquire counts.
+//
+// Samples per backend and series: 10 (BATON_BENCH_QUICK=1: 3). Output: JSON records on stdout
+// (figure "takeover", subject "baton"); progress and errors on stderr. Exits 1 if any backend
+// failed.
 #include <signal.h>
 #include <unistd.h>
 
@@ -30,6 +34,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "common.hpp"
@@ -69,20 +74,29 @@ std::unique_ptr<child_process> start_waiter(const std::vector<std::string>& argv
   return c;
 }
 
-takeover_result run_baton(const std::string& type, int samples, long long bound_ms) {
+// `waiters` processes wait in line; the first to acquire after the kill counts, the others keep
+// waiting. `lapse_jitter_ms` < 0: the library's default.
+takeover_result run_baton(const std::string& type, int samples, long long bound_ms, int waiters = 1,
+                          long long lapse_jitter_ms = -1) {
   const auto config = baton::bench::backend_config_for(type);
-  const std::string mutex = "bench-takeover-" + std::to_string(::getpid());
-  const auto argv = baton::bench::contender_argv(
-      config, mutex,
-      {"--ttl-ms", std::to_string(ttl_ms), "--transition-ms", std::to_string(transition_ms),
-       "--retry-ms", std::to_string(retry_ms), "--poll-ms", std::to_string(poll_ms)});
+  const std::string mutex = "bench-takeover-" + std::to_string(::getpid()) + "-" +
+                            std::to_string(waiters) + "-" + std::to_string(lapse_jitter_ms);
+  std::vector<std::string> flags{
+      "--ttl-ms",   std::to_string(ttl_ms),   "--transition-ms", std::to_string(transition_ms),
+      "--retry-ms", std::to_string(retry_ms), "--poll-ms",       std::to_string(poll_ms)};
+  if (lapse_jitter_ms >= 0) {
+    flags.push_back("--lapse-jitter-ms");
+    flags.push_back(std::to_string(lapse_jitter_ms));
+  }
+  const auto argv = baton::bench::contender_argv(config, mutex, flags);
   takeover_result result;
 
   auto owner = std::make_unique<child_process>(argv, baton::bench::bench_child_options);
   const auto options = expect_line(*owner, {"OPTIONS"}, 30s, "OPTIONS line");
   result.drift_ms = std::stoll(baton::bench::field(options, 5));
   long long acquired_ns = last_field(expect_line(*owner, {"ACQUIRED"}, 30s, "first acquisition"));
-  auto waiter = start_waiter(argv);
+  std::vector<std::unique_ptr<child_process>> line;
+  for (int w = 0; w < waiters; ++w) line.push_back(start_waiter(argv));
 
   std::mt19937_64 rng{std::random_device{}()};
   std::uniform_int_distribution<long long> kill_offset_ms(ttl_ms + 100, 2 * ttl_ms + 100 - 1);
@@ -107,18 +121,37 @@ takeover_result run_baton(const std::string& type, int samples, long long bound_
     result.min_kill_offset_ms = std::min(result.min_kill_offset_ms, offset_ms);
     result.max_kill_offset_ms = std::max(result.max_kill_offset_ms, offset_ms);
 
-    acquired_ns = last_field(expect_line(*waiter, {"ACQUIRED"}, takeover_timeout,
-                                         "on_acquired after the owner was killed"));
+    // The first waiter to acquire (each reports its own CLOCK_MONOTONIC, so the order in which
+    // they are polled here does not matter). Bounded by takeover_timeout.
+    std::size_t next = line.size();
+    const long long give_up = mono_ns() + std::chrono::nanoseconds{takeover_timeout}.count();
+    while (next == line.size()) {
+      for (std::size_t w = 0; w < line.size() && next == line.size(); ++w)
+        if (auto got = line[w]->wait_line("ACQUIRED", 0ms)) {
+          acquired_ns = last_field(*got);
+          next = w;
+        }
+      if (next != line.size()) break;
+      if (mono_ns() > give_up)
+        throw std::runtime_error("no waiter acquired the mutex within " +
+                                 std::to_string(takeover_timeout.count()) +
+                                 " ms after the owner was killed");
+      std::this_thread::sleep_for(1ms);
+    }
     const double took = static_cast<double>(acquired_ns - killed) / 1e6;
     result.samples.push_back(took);
-    std::cerr << "takeover " << type << ": " << i + 1 << "/" << samples << ": " << fmt(took)
-              << " ms (kill " << fmt(offset_ms) << " ms after acquisition)\n";
+    std::cerr << "takeover " << type << " (" << waiters << " waiter(s)): " << i + 1 << "/"
+              << samples << ": " << fmt(took) << " ms (kill " << fmt(offset_ms)
+              << " ms after acquisition)\n";
     if (!owner->wait_exit(10s))
       throw std::runtime_error("the killed owner " + owner->describe() + " did not exit");
 
-    owner = std::move(waiter);
-    if (i + 1 < samples) waiter = start_waiter(argv);
+    owner = std::move(line[next]);
+    line.erase(line.begin() + static_cast<std::ptrdiff_t>(next));
+    if (i + 1 < samples) line.push_back(start_waiter(argv));
   }
+  for (auto& w : line) w->send("quit");
+  for (auto& w : line) w->wait_exit(20s);
 
   owner->send("quit");
   auto status = owner->wait_exit(20s);
@@ -172,6 +205,23 @@ void run_backend(const std::string& type, int samples) {
   baton::bench::emit("takeover", type, "baton", "ms", s, extra);
   std::cerr << "takeover " << type << ": median " << fmt(s.median) << " ms, p99 " << fmt(s.p99)
             << " ms (bound " << bound_ms << " ms)\n";
+  if (zookeeper) return;  // no lapse jitter: the session's end is pushed to every waiter
+
+  // The lapse jitter with 8 waiters: what each window costs the takeover. 0 lets the 8 ask in
+  // the same instant; the default is contend_options::lapse_jitter (100 ms).
+  for (long long jitter : {0LL, 100LL, 1000LL}) {
+    auto r = run_baton(type, samples, bound_ms, 8, jitter);
+    const auto j = baton::bench::summarize(r.samples);
+    auto more = extra;
+    more["waiters"] = "8";
+    more["lapse_jitter_ms"] = std::to_string(jitter);
+    more["kill_offset_range_ms"] = fmt(r.min_kill_offset_ms) + ".." + fmt(r.max_kill_offset_ms);
+    more["above_bound"] = std::to_string(
+        std::count_if(r.samples.begin(), r.samples.end(), [&](double v) { return v > bound_ms; }));
+    baton::bench::emit("takeover_jitter", type, "baton", "ms", j, more);
+    std::cerr << "takeover " << type << " (8 waiters, lapse_jitter " << jitter << " ms): median "
+              << fmt(j.median) << " ms, p99 " << fmt(j.p99) << " ms\n";
+  }
 }
 
 }  // namespace

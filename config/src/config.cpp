@@ -183,8 +183,8 @@ void read_http(reader& r, const json& value, daemon_config& config) {
 // lease
 
 const std::initializer_list<std::string_view> lease_keys{
-    "ttl",          "transition",  "retry_period", "poll_interval",
-    "drift_margin", "max_backoff", "stop_grace",   "max_clock_offset"};
+    "ttl",         "transition", "retry_period",     "poll_interval", "drift_margin",
+    "max_backoff", "stop_grace", "max_clock_offset", "lapse_jitter"};
 
 lease_config read_lease(reader& r, const json& value, const std::string& path) {
   lease_config lease;
@@ -201,6 +201,7 @@ lease_config read_lease(reader& r, const json& value, const std::string& path) {
   field("max_backoff", lease.max_backoff);
   field("stop_grace", lease.stop_grace);
   field("max_clock_offset", lease.max_clock_offset);
+  field("lapse_jitter", lease.lapse_jitter);
   return lease;
 }
 
@@ -220,6 +221,7 @@ std::string lease_problem_path(const setting_problem& problem, const lease_confi
     if (f == "max_backoff") return l.max_backoff.has_value();
     if (f == "stop_grace") return l.stop_grace.has_value();
     if (f == "max_clock_offset") return l.max_clock_offset.has_value();
+    if (f == "lapse_jitter") return l.lapse_jitter.has_value();
     return false;
   };
   if (s != nullptr)
@@ -729,6 +731,7 @@ contend_options lease_config::apply(contend_options base) const {
   if (drift_margin) base.drift_margin = *drift_margin;
   if (max_backoff) base.max_backoff = *max_backoff;
   if (max_clock_offset) base.max_clock_offset = *max_clock_offset;
+  if (lapse_jitter) base.lapse_jitter = *lapse_jitter;
   return base;
 }
 
@@ -745,6 +748,7 @@ lease_config lease_config::overlaid(const lease_config& over) const {
   pick(out.max_backoff, over.max_backoff);
   pick(out.stop_grace, over.stop_grace);
   pick(out.max_clock_offset, over.max_clock_offset);
+  pick(out.lapse_jitter, over.lapse_jitter);
   return out;
 }
 

@@ -87,7 +87,8 @@ std::string fingerprint(const daemon_config& config, const schedule_config& s,
                 lease.poll_interval.count(),
                 lease.drift_margin.count(),
                 lease.max_backoff.count(),
-                lease.max_clock_offset.count()};
+                lease.max_clock_offset.count(),
+                lease.lapse_jitter.count()};
   j["stop_grace"] = config.stop_grace_for(s, backend_defaults).count();
   j["kill_grace"] = config.kill_grace_for(s, backend_defaults).count();
   // Which nodes may run it (a changed `requires` moves the schedule).

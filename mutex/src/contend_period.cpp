@@ -21,7 +21,8 @@ std::chrono::milliseconds contend_period::next_delay(const mutex_owner& owner,
                                                      wakeup_coverage wakeups) const {
   using std::chrono::milliseconds;
   if (owner.is(self)) return std::max(milliseconds::zero(), owner.ttl_at - now);
-  milliseconds jitter{random_(jitter_min.count(), jitter_max.count())};
+  const milliseconds jitter{
+      options_.lapse_jitter > milliseconds::zero() ? random_(0, options_.lapse_jitter.count()) : 0};
   milliseconds until_free = owner.transition_at - now + jitter;
   if (until_free <= milliseconds::zero()) return milliseconds::zero();
   switch (wakeups) {

@@ -42,7 +42,14 @@ std::vector<setting_problem> check(const contend_options& o) {
     problems.push_back({"drift_margin", "drift_margin must not be negative"});
   if (o.max_clock_offset < milliseconds::zero())
     problems.push_back({"max_clock_offset", "max_clock_offset must not be negative"});
+  if (o.lapse_jitter < milliseconds::zero())
+    problems.push_back({"lapse_jitter", "lapse_jitter must not be negative"});
   if (!problems.empty()) return problems;
+  if (o.lapse_jitter > o.lease())
+    problems.push_back({"lapse_jitter",
+                        "lapse_jitter (" + show(o.lapse_jitter) +
+                            ") must be at most ttl + transition (" + show(o.lease()) + ")",
+                        {"ttl", "transition"}});
   if (o.max_backoff < o.retry_period)
     problems.push_back({"max_backoff", "max_backoff (" + show(o.max_backoff) +
                                            ") must be at least retry_period (" +

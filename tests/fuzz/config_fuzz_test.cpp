@@ -175,6 +175,7 @@ const std::vector<std::string> keys{
     "retry_period",
     "drift_margin",
     "max_backoff",
+    "lapse_jitter",
     "stop_grace",
     "kill_grace",
     "log_level",

@@ -765,6 +765,24 @@ TEST(config_lease, max_clock_offset_is_a_duration_and_off_by_default) {
   EXPECT_EQ(baton::contend_options{}.max_clock_offset, 0ms);
 }
 
+TEST(config_lease, lapse_jitter_is_read_overridden_per_schedule_and_bounded_by_the_lease) {
+  const std::string schedule = R"("name": "a", "every": "1s", "command": ["x"])";
+  const baton::contend_options defaults;
+  const auto global = parse(with_schedule(schedule, R"(, "lease": {"lapse_jitter": "0ms"})"));
+  EXPECT_EQ(global.lease_for(global.schedules.at(0), defaults).lapse_jitter, 0ms);
+  const auto own = parse(R"({"backend": {"type": "memory"}, "lease": {"lapse_jitter": "0ms"},
+                             "schedules": [{"name": "a", "every": "1s", "command": ["x"],
+                                            "lease": {"lapse_jitter": "250ms"}}]})");
+  EXPECT_EQ(own.lease_for(own.schedules.at(0), defaults).lapse_jitter, 250ms);
+  const auto unset = parse(with_schedule(schedule));
+  EXPECT_EQ(unset.lease_for(unset.schedules.at(0), defaults).lapse_jitter, 100ms);
+  EXPECT_THAT(lease_error(R"({"lapse_jitter": "-1s"})"), HasSubstr("/lease/lapse_jitter"));
+  EXPECT_THAT(lease_error(R"({"ttl": "1s", "transition": "1s", "retry_period": "100ms",
+                             "lapse_jitter": "3s"})"),
+              HasSubstr("/lease/lapse_jitter: lapse_jitter (3s) must be at most ttl + transition "
+                        "(2s)"));
+}
+
 TEST(config_lease, kill_grace_must_not_outlast_stop_grace) {
   EXPECT_THAT(lease_error(R"({"ttl": "4s", "transition": "2s", "stop_grace": "1s"})",
                           R"(, "kill_grace": "5s")"),

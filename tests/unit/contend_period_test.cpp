@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <utility>
+#include <vector>
+
 using namespace std::chrono_literals;
 
 namespace {
@@ -19,8 +22,8 @@ baton::mutex_owner owner(std::string id, long long ttl_at, long long transition_
 
 baton::random_source fixed(std::int64_t value) {
   return [value](std::int64_t lo, std::int64_t hi) {
-    EXPECT_EQ(lo, -200);
-    EXPECT_EQ(hi, 1000);
+    EXPECT_EQ(lo, 0);
+    EXPECT_EQ(hi, 100);  // contend_options::lapse_jitter's default
     return value;
   };
 }
@@ -44,16 +47,38 @@ TEST(contend_period, owner_past_ttl_renews_at_once) {
 }
 
 TEST(contend_period, waiter_wakes_at_transition_plus_jitter) {
-  baton::contend_period late(opts(), fixed(999));
-  baton::contend_period early(opts(), fixed(-200));
-  EXPECT_EQ(late.next_delay(owner("other", 10'000, 16'000), "me", at(10'000)), 6'999ms);
-  EXPECT_EQ(early.next_delay(owner("other", 10'000, 16'000), "me", at(10'000)), 5'800ms);
+  baton::contend_period late(opts(), fixed(99));
+  baton::contend_period first(opts(), fixed(0));
+  EXPECT_EQ(late.next_delay(owner("other", 10'000, 16'000), "me", at(10'000)), 6'099ms);
+  EXPECT_EQ(first.next_delay(owner("other", 10'000, 16'000), "me", at(10'000)), 6'000ms);
 }
 
-TEST(contend_period, waiter_never_wakes_before_now) {
-  baton::contend_period period(opts(), fixed(-200));
-  EXPECT_EQ(period.next_delay(owner("other", 1'000, 1'100), "me", at(1'000)), 0ms);
+// The jitter only delays: a waiter never asks before the lease lapses (asking early costs a
+// request that must fail), and a lapsed lease is asked for at once.
+TEST(contend_period, waiter_never_wakes_before_transition_and_asks_a_lapsed_lease_at_once) {
+  baton::contend_period period(opts(), fixed(0));
+  EXPECT_EQ(period.next_delay(owner("other", 1'000, 1'100), "me", at(1'000)), 100ms);
+  EXPECT_EQ(period.next_delay(owner("other", 1'000, 1'100), "me", at(1'100)), 0ms);
   EXPECT_EQ(period.next_delay(owner("other", 1'000, 1'100), "me", at(5'000)), 0ms);
+}
+
+TEST(contend_period, lapse_jitter_sets_the_window_and_zero_draws_nothing) {
+  auto o = opts();
+  o.lapse_jitter = 1'000ms;
+  std::vector<std::pair<std::int64_t, std::int64_t>> asked;
+  baton::contend_period wide(o, [&](std::int64_t lo, std::int64_t hi) {
+    asked.emplace_back(lo, hi);
+    return hi - 1;
+  });
+  EXPECT_EQ(wide.next_delay(owner("other", 10'000, 16'000), "me", at(10'000)), 6'999ms);
+  ASSERT_EQ(asked.size(), 1u);
+  EXPECT_EQ(asked[0], (std::pair<std::int64_t, std::int64_t>{0, 1'000}));
+  o.lapse_jitter = 0ms;
+  baton::contend_period none(o, [](std::int64_t, std::int64_t) -> std::int64_t {
+    ADD_FAILURE() << "drew a jitter with lapse_jitter 0";
+    return 0;
+  });
+  EXPECT_EQ(none.next_delay(owner("other", 10'000, 16'000), "me", at(10'000)), 6'000ms);
 }
 
 TEST(contend_period, waiter_polls_at_least_every_poll_interval) {
@@ -88,8 +113,8 @@ TEST(contend_period, waiter_woken_on_release_and_expiry_asks_every_two_leases) {
 TEST(contend_period, default_random_source_stays_in_range) {
   auto random = baton::default_random_source();
   for (int i = 0; i < 10'000; ++i) {
-    auto v = random(-200, 1000);
-    ASSERT_GE(v, -200);
-    ASSERT_LT(v, 1000);
+    auto v = random(0, 100);
+    ASSERT_GE(v, 0);
+    ASSERT_LT(v, 100);
   }
 }

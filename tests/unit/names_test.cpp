@@ -4,6 +4,8 @@
 
 #include <set>
 #include <stdexcept>
+#include <string>
+#include <vector>
 
 #include "baton/mutex/errc.hpp"
 #include "baton/mutex/options.hpp"
@@ -68,6 +70,28 @@ TEST(contend_options, validation_names_the_bad_field) {
   o.drift_margin = 20s;
   EXPECT_THROW(baton::validate(o), std::invalid_argument);
   EXPECT_EQ(baton::contend_options{}.effective_drift_margin(), 320ms);  // 2% of 16 s
+}
+
+TEST(contend_options, lapse_jitter_is_checked_against_zero_and_the_lease) {
+  using namespace std::chrono_literals;
+  const auto fields = [](const baton::contend_options& o) {
+    std::vector<std::string> out;
+    for (const auto& p : baton::check(o)) out.push_back(p.field);
+    return out;
+  };
+  baton::contend_options o;
+  EXPECT_EQ(o.lapse_jitter, 100ms);
+  o.lapse_jitter = 0ms;
+  EXPECT_TRUE(baton::check(o).empty());
+  o.lapse_jitter = -1ms;
+  EXPECT_EQ(fields(o), std::vector<std::string>{"lapse_jitter"});
+  o.lapse_jitter = o.lease();
+  EXPECT_TRUE(baton::check(o).empty());
+  o.lapse_jitter = o.lease() + 1ms;
+  ASSERT_EQ(fields(o), std::vector<std::string>{"lapse_jitter"});
+  EXPECT_NE(baton::join_messages(baton::check(o)).find("at most ttl + transition (16s)"),
+            std::string::npos)
+      << baton::join_messages(baton::check(o));
 }
 
 TEST(errc, retryable_classification) {

@@ -52,6 +52,9 @@ struct lease_config {
   /// Refuse to lead while this host's clock is further than this from the backend's (0: no
   /// limit; contend_options::max_clock_offset).
   std::optional<std::chrono::milliseconds> max_clock_offset;
+  /// Waiters ask for a lapsing lease within this window after it lapses (contend_options::
+  /// lapse_jitter).
+  std::optional<std::chrono::milliseconds> lapse_jitter;
   /// Jobs are asked to stop this long before the local lease ends (scheduler stop_grace).
   std::optional<std::chrono::milliseconds> stop_grace;
 

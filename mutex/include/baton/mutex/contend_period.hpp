@@ -26,14 +26,11 @@ enum class wakeup_coverage {
 /// Pure: how long a contender waits before its next acquire/renew request.
 class contend_period {
  public:
-  static constexpr std::chrono::milliseconds jitter_min{-200};
-  static constexpr std::chrono::milliseconds jitter_max{1000};  // exclusive
-
   explicit contend_period(contend_options options, random_source random = default_random_source());
 
   /// Delay from `now` (backend clock, read with `owner`) until the next request of `self`:
-  /// the owner renews at ttl_at; a waiter wakes at transition_at plus jitter in [-200, +1000) ms,
-  /// but never before now and never later than one poll_interval. A waiter the backend wakes
+  /// the owner renews at ttl_at; a waiter wakes at transition_at plus a jitter drawn from
+  /// [0, options.lapse_jitter), but never later than one poll_interval. A waiter the backend wakes
   /// on release waits until transition_at (at most one lease); one it also wakes when the lease
   /// lapses asks every two leases only, as a safeguard.
   std::chrono::milliseconds next_delay(const mutex_owner& owner, const std::string& self,
