@@ -127,7 +127,7 @@ takeover_result run_baton(const std::string& type, int samples, long long bound_
     const long long give_up = mono_ns() + std::chrono::nanoseconds{takeover_timeout}.count();
     while (next == line.size()) {
       for (std::size_t w = 0; w < line.size() && next == line.size(); ++w)
-        if (auto got = line[w]->wait_line("ACQUIRED", 0ms)) {
+        if (line[w]->drain(); auto got = line[w]->wait_line("ACQUIRED", 0ms)) {
           acquired_ns = last_field(*got);
           next = w;
         }
