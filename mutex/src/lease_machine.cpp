@@ -7,7 +7,17 @@ namespace baton::detail {
 using std::chrono::milliseconds;
 
 lease_machine::lease_machine(std::string self, contend_options options, random_source random)
-    : self_(std::move(self)), options_(options), period_(options, std::move(random)) {}
+    : self_(std::move(self)),
+      options_(options),
+      random_(random ? random : default_random_source()),
+      period_(options, std::move(random)) {}
+
+milliseconds lease_machine::renewal_spread(milliseconds ttl, bool wide) const {
+  const milliseconds window = wide ? ttl / 2 : ttl / 20;
+  if (window <= milliseconds::zero()) return milliseconds::zero();
+  // A random source that ignores the range (tests) still stays inside the window.
+  return std::clamp(milliseconds{random_(0, window.count() + 1)}, milliseconds::zero(), window);
+}
 
 void lease_machine::on_send(time_point now) {
   in_flight_ = true;
@@ -25,6 +35,7 @@ std::vector<lease_machine::notification> lease_machine::on_reply(time_point now,
                                                                  const lease_grant& grant) {
   std::vector<notification> notes;
   in_flight_ = false;
+  const bool after_error = errors_ != 0;
   errors_ = 0;
   const mutex_owner& after = grant.owner;
 
@@ -42,13 +53,15 @@ std::vector<lease_machine::notification> lease_machine::on_reply(time_point now,
       next_attempt_ = now;
       return notes;
     }
-    if (!leader_) {
+    const bool new_term = !leader_;
+    if (new_term) {
       notes.push_back(notification{true, mutex_state{known_, after, self_}});
       leader_ = true;
     }
     known_ = after;
     deadline_ = deadline;
-    next_attempt_ = std::max(now, sent_at_ + (after.ttl_at - grant.now));
+    const auto ttl = std::chrono::duration_cast<milliseconds>(after.ttl_at - grant.now);
+    next_attempt_ = std::max(now, sent_at_ + ttl - renewal_spread(ttl, new_term || after_error));
     return notes;
   }
 
