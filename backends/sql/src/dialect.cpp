@@ -16,21 +16,13 @@ bool identifier_char(char c) {
   return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_';
 }
 
-// The conditional UPDATE that acquires or renews. A renewal (same owner, live lease) keeps the
-// fence and acquired_at; any new ownership increments the fence. MySQL assigns SET columns left
-// to right using the values already assigned, so fence and acquired_at, which read owner_id and
-// transition_at, come before those two are changed.
-constexpr std::string_view acquire_template =
-    "UPDATE {t} SET "
-    "fence = CASE WHEN owner_id = :me1 AND transition_at >= {now} THEN fence ELSE fence + 1 END, "
-    "acquired_at = CASE WHEN owner_id = :me2 AND transition_at >= {now} THEN acquired_at "
-    "ELSE {now} END, "
-    "owner_id = :me3, ttl_at = {now} + :ttl, transition_at = {now} + :lease "
-    "WHERE name = :name AND (transition_at < {now} OR owner_id = :me4)";
-
-// The batch forms. {set}: "name is one of the batch's names"; {me}: the owner asking for the
-// row (PostgreSQL, SQLite: v.me of the joined list of (name, owner) pairs; MySQL: a CASE on the
-// name); {from}: that list; {row}: the row's pair.
+// The conditional UPDATE that acquires or renews, one row or a batch. A renewal (same owner, live
+// lease) keeps the fence and acquired_at; any new ownership increments the fence. MySQL assigns
+// SET columns left to right using the values already assigned, so fence and acquired_at, which
+// read owner_id and transition_at, come before those two are changed.
+// Batch forms: {set}: "name is one of the batch's names"; {me}: the owner asking for the row
+// (PostgreSQL, SQLite: v.me of the joined list of (name, owner) pairs; MySQL: a CASE on the
+// name); {from}: that list; {row}: the row's pair. One row: single_row().
 constexpr std::string_view acquire_many_template =
     "UPDATE {t} SET "
     "fence = CASE WHEN owner_id = {me} AND transition_at >= {now} THEN fence ELSE fence + 1 END, "
@@ -38,6 +30,17 @@ constexpr std::string_view acquire_many_template =
     "ELSE {now} END, "
     "owner_id = {me}, ttl_at = {now} + :ttl, transition_at = {now} + :lease{from} "
     "WHERE {row} AND (transition_at < {now} OR owner_id = {me})";
+// The one-row form of a batch template: :me1, :me2, ... for {me}, :name for the row.
+std::string single_row(std::string_view text) {
+  std::string out(text);
+  int n = 0;
+  for (auto pos = out.find("{me}"); pos != std::string::npos; pos = out.find("{me}", pos))
+    out.replace(pos, 4, ":me" + std::to_string(++n));
+  replace_all(out, "{from}", "");
+  replace_all(out, "{row}", "name = :name");
+  return out;
+}
+
 constexpr std::string_view returning_owner =
     " RETURNING name, owner_id, acquired_at, ttl_at, transition_at, fence, {now}";
 constexpr std::string_view select_many_template =
@@ -328,7 +331,7 @@ dialect_sql make_dialect_sql(dialect d, const std::string& table) {
       break;
   }
   sql.commit = "COMMIT";
-  sql.acquire = expand(acquire_template, sql);
+  sql.acquire = expand(single_row(acquire_many_template), sql);
   sql.select_owner = expand(select_owner_template, sql);
   sql.select_now = "SELECT " + sql.now_ms;
   sql.release = expand(release_template, sql);

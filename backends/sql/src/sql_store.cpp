@@ -443,30 +443,36 @@ void sql_store::drain() {
       }
     }
     if (key.release)
-      run_releases(key, batch);
+      run_releases(batch);
     else
       run_acquires(key, batch);
   }
 }
 
-void sql_store::run_acquires(const lease_key& key, std::vector<lease_request>& batch) {
+sql_store::batch_names sql_store::sort_batch(std::vector<lease_request>& batch) {
   std::sort(batch.begin(), batch.end(),
             [](const lease_request& a, const lease_request& b) { return a.name < b.name; });
-  std::vector<std::string> names, owners;
-  names.reserve(batch.size());
-  owners.reserve(batch.size());
+  batch_names out;
+  out.names.reserve(batch.size());
+  out.owners.reserve(batch.size());
   for (const auto& r : batch) {
-    names.push_back(r.name);
-    owners.push_back(r.owner_id);
+    out.names.push_back(r.name);
+    out.owners.push_back(r.owner_id);
   }
+  out.what = batch.size() == 1
+                 ? out.names.front()
+                 : out.names.front() + " (and " + std::to_string(batch.size() - 1) + " more)";
+  return out;
+}
+
+void sql_store::run_acquires(const lease_key& key, std::vector<lease_request>& batch) {
+  const auto sorted = sort_batch(batch);
+  const auto& [names, owners, what] = sorted;
   const milliseconds ttl{key.ttl}, transition{key.transition};
   // A renewal that hangs must fail before the lease it renews runs out (within reason: a
   // request gets at least min_request_time).
   const auto limit =
       std::min(options_.statement_timeout + watchdog_slack, std::max(transition, min_request_time));
-  const std::string what =
-      names.size() == 1 ? names.front()
-                        : names.front() + " (and " + std::to_string(names.size() - 1) + " more)";
   std::vector<connection::batch_grant> results;
   bool reused = false;
   const auto ec = run(
@@ -513,19 +519,9 @@ void sql_store::run_acquires(const lease_key& key, std::vector<lease_request>& b
   }
 }
 
-void sql_store::run_releases(const lease_key& key, std::vector<lease_request>& batch) {
-  std::sort(batch.begin(), batch.end(),
-            [](const lease_request& a, const lease_request& b) { return a.name < b.name; });
-  std::vector<std::string> names, owners;
-  names.reserve(batch.size());
-  owners.reserve(batch.size());
-  for (const auto& r : batch) {
-    names.push_back(r.name);
-    owners.push_back(r.owner_id);
-  }
-  const std::string what =
-      names.size() == 1 ? names.front()
-                        : names.front() + " (and " + std::to_string(names.size() - 1) + " more)";
+void sql_store::run_releases(std::vector<lease_request>& batch) {
+  const auto sorted = sort_batch(batch);
+  const auto& [names, owners, what] = sorted;
   auto body = [&](connection& c) {
     c.release_many(names, owners);
     return std::error_code{};

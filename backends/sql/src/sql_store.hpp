@@ -150,8 +150,14 @@ class sql_store final : public lease_store,
   void spawn_drainers();
   /// A drainer: runs batches until no group is ready.
   void drain();
+  struct batch_names {
+    std::vector<std::string> names, owners;  // of each request, in name order
+    std::string what;                        // how the log names the batch
+  };
+  /// Sorts `batch` by name.
+  static batch_names sort_batch(std::vector<lease_request>& batch);
   void run_acquires(const lease_key& key, std::vector<lease_request>& batch);
-  void run_releases(const lease_key& key, std::vector<lease_request>& batch);
+  void run_releases(std::vector<lease_request>& batch);
   /// The linger timer fired: every lingering request becomes urgent.
   void flush_lingering(std::uint64_t generation);
   /// Whether an acquire of `name` by `owner_id` may linger. batch_mutex_ held.
