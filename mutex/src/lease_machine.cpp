@@ -12,6 +12,14 @@ lease_machine::lease_machine(std::string self, contend_options options, random_s
       random_(random ? random : default_random_source()),
       period_(options, std::move(random)) {}
 
+lease_machine::time_point lease_machine::on_grid(time_point t, milliseconds ttl) {
+  const milliseconds grid = std::clamp(ttl / 100, milliseconds{1}, milliseconds{100});
+  const auto since = t.time_since_epoch();
+  auto rest = since % grid;
+  if (rest < since.zero()) rest += grid;
+  return time_point{since - rest};
+}
+
 milliseconds lease_machine::renewal_spread(milliseconds ttl, bool wide) const {
   const milliseconds window = wide ? ttl / 2 : ttl / 20;
   if (window <= milliseconds::zero()) return milliseconds::zero();
@@ -61,13 +69,17 @@ std::vector<lease_machine::notification> lease_machine::on_reply(time_point now,
     known_ = after;
     deadline_ = deadline;
     const auto ttl = std::chrono::duration_cast<milliseconds>(after.ttl_at - grant.now);
-    next_attempt_ = std::max(now, sent_at_ + ttl - renewal_spread(ttl, new_term || after_error));
+    next_attempt_ =
+        std::max(now, on_grid(sent_at_ + ttl - renewal_spread(ttl, new_term || after_error), ttl));
     return notes;
   }
 
   if (leader_) notes.push_back(step_down(after, release_reason::lost));
   known_ = after;
   next_attempt_ = now + period_.next_delay(after, self_, grant.now, wakeups_);
+  // The long safeguard wait of a waiter the backend wakes: on the grid too.
+  if (wakeups_ == wakeup_coverage::release_and_expiry)
+    next_attempt_ = std::max(now, on_grid(next_attempt_, options_.ttl));
   return notes;
 }
 
