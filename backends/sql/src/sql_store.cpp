@@ -178,6 +178,7 @@ std::uint64_t sql_store::watch(const std::string& name, const std::string& owner
     std::lock_guard lock(watch_mutex_);
     handle = next_watch_++;
     watchers_.emplace(handle, std::move(w));
+    poll_dirty_ = true;
     watched_.store(watchers_.size(), std::memory_order_relaxed);
     start = watchers_.size() >= batch_poll_threshold && !std::exchange(polling_, true);
   }
@@ -193,6 +194,7 @@ void sql_store::unwatch(std::uint64_t handle) noexcept {
     if (it == watchers_.end()) return;
     listener_handle = it->second.listener_handle;
     watchers_.erase(it);
+    poll_dirty_ = true;
     watched_.store(watchers_.size(), std::memory_order_relaxed);
   }
   if (listener_ && listener_handle != 0) listener_->unwatch(listener_handle);
@@ -204,16 +206,30 @@ wakeup_coverage sql_store::wakeups() const noexcept {
              : wakeup_coverage::none;
 }
 
+void sql_store::refresh_poll_list() {
+  if (!poll_dirty_) return;
+  poll_dirty_ = false;
+  auto names = std::make_shared<std::vector<std::string>>();
+  names->reserve(watchers_.size());
+  poll_every_ = options_.poll_interval;
+  if (!watchers_.empty()) poll_every_ = watchers_.begin()->second.poll_interval;
+  for (const auto& [handle, w] : watchers_) {
+    names->push_back(w.name);
+    poll_every_ = std::min(poll_every_, w.poll_interval);
+  }
+  std::sort(names->begin(), names->end());
+  names->erase(std::unique(names->begin(), names->end()), names->end());
+  poll_names_ = std::move(names);
+}
+
 void sql_store::schedule_poll() {
   // The next round comes after the shortest poll_interval among the waiters (a waiter that
   // joins with a shorter one is served at that rate from the round after).
   milliseconds interval = options_.poll_interval;
   {
     std::lock_guard lock(watch_mutex_);
-    if (!watchers_.empty()) {
-      interval = watchers_.begin()->second.poll_interval;
-      for (const auto& [handle, w] : watchers_) interval = std::min(interval, w.poll_interval);
-    }
+    refresh_poll_list();
+    interval = poll_every_;
   }
   auto timer = std::make_shared<boost::asio::steady_timer>(runtime_.io(), interval);
   timer->async_wait([weak = weak_from_this(), timer](boost::system::error_code ec) {
@@ -229,7 +245,7 @@ void sql_store::schedule_poll() {
 }
 
 void sql_store::poll_round() {
-  std::vector<std::string> names;
+  std::shared_ptr<const std::vector<std::string>> names;
   {
     std::lock_guard lock(watch_mutex_);
     // Once started, the rounds go on while anybody waits: the waiters that were told the poll
@@ -239,16 +255,15 @@ void sql_store::poll_round() {
       polling_ = false;
       return;
     }
-    names.reserve(watchers_.size());
-    for (const auto& [handle, w] : watchers_) names.push_back(w.name);
+    // The sorted names are kept from round to round while nobody starts or stops waiting.
+    refresh_poll_list();
+    names = poll_names_;
   }
-  std::sort(names.begin(), names.end());
-  names.erase(std::unique(names.begin(), names.end()), names.end());
-
-  poll_batch(std::make_shared<std::vector<std::string>>(std::move(names)), 0);
+  poll_batch(std::move(names), 0);
 }
 
-void sql_store::poll_batch(std::shared_ptr<std::vector<std::string>> names, std::size_t from) {
+void sql_store::poll_batch(std::shared_ptr<const std::vector<std::string>> names,
+                           std::size_t from) {
   if (from >= names->size()) return schedule_poll();
   const auto to = std::min(names->size(), from + max_poll_batch);
   auto batch =

@@ -119,7 +119,9 @@ class sql_store final : public lease_store,
   /// One round: a SELECT per batch of watched names (one after the other), each waking the
   /// waiters of the free ones.
   void poll_round();
-  void poll_batch(std::shared_ptr<std::vector<std::string>> names, std::size_t from);
+  void poll_batch(std::shared_ptr<const std::vector<std::string>> names, std::size_t from);
+  /// Rebuilds poll_names_ and poll_every_ after watchers_ changed. watch_mutex_ held.
+  void refresh_poll_list();
   /// Calls the wake-ups of every watcher of `names` (sorted).
   void wake(const std::vector<std::string>& names);
 
@@ -183,7 +185,10 @@ class sql_store final : public lease_store,
   std::mutex watch_mutex_;  // guards the fields below
   std::map<std::uint64_t, watcher> watchers_;
   std::uint64_t next_watch_ = 1;
-  bool polling_ = false;                 // a poll round is armed or running
+  bool polling_ = false;    // a poll round is armed or running
+  bool poll_dirty_ = true;  // watchers_ changed since poll_names_ was made
+  std::shared_ptr<const std::vector<std::string>> poll_names_;  // watched names, sorted, distinct
+  std::chrono::milliseconds poll_every_{0};                     // the shortest poll_interval
   std::atomic<std::size_t> watched_{0};  // watchers_.size(), read without the lock
 
   std::mutex batch_mutex_;  // guards the fields below
