@@ -7,7 +7,25 @@ namespace baton::detail {
 using std::chrono::milliseconds;
 
 lease_machine::lease_machine(std::string self, contend_options options, random_source random)
-    : self_(std::move(self)), options_(options), period_(options, std::move(random)) {}
+    : self_(std::move(self)),
+      options_(options),
+      random_(random ? random : default_random_source()),
+      period_(options, std::move(random)) {}
+
+lease_machine::time_point lease_machine::on_grid(time_point t, milliseconds ttl) {
+  const milliseconds grid = std::clamp(ttl / 100, milliseconds{1}, milliseconds{100});
+  const auto since = t.time_since_epoch();
+  auto rest = since % grid;
+  if (rest < since.zero()) rest += grid;
+  return time_point{since - rest};
+}
+
+milliseconds lease_machine::renewal_spread(milliseconds ttl, bool wide) const {
+  const milliseconds window = wide ? ttl / 2 : ttl / 20;
+  if (window <= milliseconds::zero()) return milliseconds::zero();
+  // A random source that ignores the range (tests) still stays inside the window.
+  return std::clamp(milliseconds{random_(0, window.count() + 1)}, milliseconds::zero(), window);
+}
 
 void lease_machine::on_send(time_point now) {
   in_flight_ = true;
@@ -25,6 +43,7 @@ std::vector<lease_machine::notification> lease_machine::on_reply(time_point now,
                                                                  const lease_grant& grant) {
   std::vector<notification> notes;
   in_flight_ = false;
+  const bool after_error = errors_ != 0;
   errors_ = 0;
   const mutex_owner& after = grant.owner;
 
@@ -42,19 +61,25 @@ std::vector<lease_machine::notification> lease_machine::on_reply(time_point now,
       next_attempt_ = now;
       return notes;
     }
-    if (!leader_) {
+    const bool new_term = !leader_;
+    if (new_term) {
       notes.push_back(notification{true, mutex_state{known_, after, self_}});
       leader_ = true;
     }
     known_ = after;
     deadline_ = deadline;
-    next_attempt_ = std::max(now, sent_at_ + (after.ttl_at - grant.now));
+    const auto ttl = std::chrono::duration_cast<milliseconds>(after.ttl_at - grant.now);
+    next_attempt_ =
+        std::max(now, on_grid(sent_at_ + ttl - renewal_spread(ttl, new_term || after_error), ttl));
     return notes;
   }
 
   if (leader_) notes.push_back(step_down(after, release_reason::lost));
   known_ = after;
   next_attempt_ = now + period_.next_delay(after, self_, grant.now, wakeups_);
+  // The long safeguard wait of a waiter the backend wakes: on the grid too.
+  if (wakeups_ == wakeup_coverage::release_and_expiry)
+    next_attempt_ = std::max(now, on_grid(next_attempt_, options_.ttl));
   return notes;
 }
 

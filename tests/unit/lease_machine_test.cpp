@@ -4,6 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+#include <memory>
+#include <random>
+
 using namespace std::chrono_literals;
 using baton::detail::lease_machine;
 
@@ -276,4 +280,119 @@ TEST(lease_machine, an_owner_whose_clock_is_refused_steps_down) {
   EXPECT_EQ(notes[0].why, baton::release_reason::step_down);
   EXPECT_EQ(notes[0].state.before.fence, 4u);
   EXPECT_FALSE(m.leader());
+}
+
+// --- renewal spreading -----------------------------------------------------------------------
+
+namespace {
+
+// A seeded uniform source, as the default one but reproducible.
+baton::random_source seeded(std::uint64_t seed) {
+  auto engine = std::make_shared<std::mt19937_64>(seed);
+  return [engine](std::int64_t lo, std::int64_t hi) -> std::int64_t {
+    if (hi <= lo) return lo;
+    return std::uniform_int_distribution<std::int64_t>{lo, hi - 1}(*engine);
+  };
+}
+
+// A source that always picks the top of the range: the earliest renewal the machine allows.
+lease_machine earliest_renewer() {
+  return lease_machine("me", options(),
+                       [](std::int64_t lo, std::int64_t hi) { return hi > lo ? hi - 1 : lo; });
+}
+
+}  // namespace
+
+TEST(lease_machine, owners_acquired_at_the_same_instant_do_not_all_renew_at_the_same_instant) {
+  fake_clock clock;
+  constexpr int n = 5000;
+  auto source = seeded(19);
+  std::map<time_point, int> per_instant;
+  std::map<long long, int> per_10ms;
+  const time_point sent = clock.now;
+  for (int i = 0; i < n; ++i) {
+    lease_machine m("me", options(), source);
+    m.on_send(sent);
+    ASSERT_EQ(m.on_reply(sent, grant("me", 1, 5'000)).size(), 1u);
+    const auto at = m.next_attempt();
+    // Inside the safe window: from ttl/2 after the send until ttl_at, so the renewal still has
+    // transition - drift_margin of local lease left for retries.
+    EXPECT_GE(at, sent + 500ms);
+    EXPECT_LE(at, sent + 1000ms);
+    EXPECT_LE(at, m.deadline() - (1000ms - 50ms));
+    ++per_instant[at];
+    ++per_10ms[std::chrono::duration_cast<std::chrono::milliseconds>(at - sent).count() / 10];
+  }
+  // On the grid (ttl/100 = 10 ms): 51 slots share 5,000 renewals, about 100 each.
+  int most = 0;
+  for (const auto& [at, count] : per_instant) {
+    most = std::max(most, count);
+    EXPECT_EQ((at - sent) % 10ms, 0ms) << "off the renewal grid";
+  }
+  EXPECT_LE(most, n / 25) << "renewals burst at one instant";
+  EXPECT_GE(per_instant.size(), 45u);
+  int most_10ms = 0;
+  for (const auto& [slot, count] : per_10ms) most_10ms = std::max(most_10ms, count);
+  EXPECT_LE(most_10ms, n / 25) << "renewals burst within 10 ms";
+}
+
+TEST(lease_machine, renewal_spread_is_wide_after_acquiring_and_after_errors_narrow_otherwise) {
+  fake_clock clock;
+  auto m = earliest_renewer();
+  m.on_send(clock.now);
+  ASSERT_EQ(m.on_reply(clock.now, grant("me", 1, 0)).size(), 1u);
+  EXPECT_EQ(m.next_attempt(), clock.now + 500ms);  // ttl_at - ttl/2
+  clock.advance(500ms);
+  m.on_send(clock.now);
+  ASSERT_TRUE(m.on_reply(clock.now, grant("me", 1, 500)).empty());
+  EXPECT_EQ(m.next_attempt(), clock.now + 950ms);  // ttl_at - ttl/20
+  EXPECT_EQ(m.deadline(), clock.now + 1950ms);
+  // A failed renewal, then a good one: wide again (a stalled backend lines renewals up).
+  clock.advance(950ms);
+  m.on_send(clock.now);
+  ASSERT_TRUE(m.on_error(clock.now).empty());
+  clock.advance(100ms);
+  m.on_send(clock.now);
+  ASSERT_TRUE(m.on_reply(clock.now, grant("me", 1, 1'550)).empty());
+  EXPECT_EQ(m.next_attempt(), clock.now + 500ms);
+  // A source that ignores the range cannot push a renewal out of the window.
+  auto wild = lease_machine("me", options(), [](std::int64_t, std::int64_t) { return 99'999; });
+  wild.on_send(clock.now);
+  wild.on_reply(clock.now, grant("me", 1, 0));
+  EXPECT_EQ(wild.next_attempt(), clock.now + 500ms);
+  auto negative = lease_machine("me", options(), [](std::int64_t, std::int64_t) { return -700; });
+  negative.on_send(clock.now);
+  negative.on_reply(clock.now, grant("me", 1, 0));
+  EXPECT_EQ(negative.next_attempt(), clock.now + 1000ms);
+}
+
+TEST(lease_machine, spread_renewals_do_not_line_up_again_over_many_terms_of_renewals) {
+  // 1,000 owners acquired together renew 50 times each; their renewal instants stay spread.
+  constexpr int n = 1000;
+  auto source = seeded(7);
+  std::vector<lease_machine> owners;
+  std::vector<time_point> at(n);
+  const time_point start{std::chrono::hours{1}};
+  for (int i = 0; i < n; ++i) {
+    owners.emplace_back("me", options(), source);
+    owners[i].on_send(start);
+    owners[i].on_reply(start, grant("me", 1, 0));
+  }
+  for (int round = 0; round < 50; ++round) {
+    for (int i = 0; i < n; ++i) {
+      auto& m = owners[i];
+      const auto t = m.next_attempt();
+      ASSERT_LT(t, m.deadline());
+      m.on_send(t);
+      const long long backend =
+          std::chrono::duration_cast<std::chrono::milliseconds>(t - start).count();
+      ASSERT_TRUE(m.on_reply(t, grant("me", 1, backend)).empty());
+      at[i] = m.next_attempt();
+    }
+  }
+  std::map<time_point, int> per_instant;
+  for (const auto& t : at) ++per_instant[t];
+  int most = 0;
+  for (const auto& [t, count] : per_instant) most = std::max(most, count);
+  EXPECT_LE(most, n / 20);  // about 10 per slot of the 10 ms grid
 }

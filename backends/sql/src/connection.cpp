@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <thread>
+#include <unordered_map>
+#include <unordered_set>
 
 #include <soci/mysql/soci-mysql.h>
 #include <soci/postgresql/soci-postgresql.h>
@@ -35,7 +37,12 @@ enum which {
   read_controls_stmt,
   insert_controls_stmt,
   update_controls_stmt,
-  notify_controls_stmt
+  notify_controls_stmt,
+  acquire_many_stmt,
+  select_many_stmt,
+  insert_many_stmt,
+  release_many_stmt,
+  poll_many_stmt
 };
 
 int socket_of(dialect d, soci::session& session) {
@@ -233,7 +240,8 @@ connection::~connection() noexcept {
     write_state_.reset();
     read_state_.reset();
     notify_.reset();
-    for (auto* slot : {&lock_owner_, &max_seq_, &insert_history_, &prune_history_, &read_history_,
+    for (auto* slot : {&acquire_many_, &select_many_, &insert_many_, &release_many_, &poll_many_,
+                       &lock_owner_, &max_seq_, &insert_history_, &prune_history_, &read_history_,
                        &read_controls_, &insert_controls_, &update_controls_, &notify_controls_})
       slot->reset();
     session_.reset();
@@ -319,6 +327,40 @@ soci::statement& connection::prepared(std::unique_ptr<soci::statement>& slot, in
       slot = std::make_unique<soci::statement>((s.prepare << sql_.update_controls,
                                                 use(bytes_, "bytes"), use(name_, "name"),
                                                 use(expected_, "expected")));
+      break;
+    case acquire_many_stmt:
+      if (sql_.kind == dialect::postgresql)
+        slot = std::make_unique<soci::statement>(
+            (s.prepare << sql_.acquire_many, into(row_name_), into(owner_id_), into(acquired_at_),
+             into(ttl_at_), into(transition_at_), into(fence_), into(now_), use(ttl_, "ttl"),
+             use(lease_, "lease"), use(names_, "names"), use(mes_, "mes")));
+      else
+        slot = std::make_unique<soci::statement>(
+            (s.prepare << sql_.acquire_many, into(row_name_), into(owner_id_), into(acquired_at_),
+             into(ttl_at_), into(transition_at_), into(fence_), into(now_), use(ttl_, "ttl"),
+             use(lease_, "lease"), use(names_, "pairs")));
+      break;
+    case select_many_stmt:
+      slot = std::make_unique<soci::statement>(
+          (s.prepare << sql_.select_many, into(row_name_), into(owner_id_), into(acquired_at_),
+           into(ttl_at_), into(transition_at_), into(fence_), into(now_), use(names_, "names")));
+      break;
+    case insert_many_stmt:
+      slot =
+          std::make_unique<soci::statement>((s.prepare << sql_.insert_many, use(names_, "names")));
+      break;
+    case poll_many_stmt:
+      slot = std::make_unique<soci::statement>(
+          (s.prepare << sql_.poll_many, into(row_name_), use(names_, "names")));
+      break;
+    case release_many_stmt:
+      if (sql_.kind == dialect::postgresql)
+        slot = std::make_unique<soci::statement>((s.prepare << sql_.release_many, into(count_),
+                                                  use(names_, "names"), use(mes_, "mes"),
+                                                  use(sql_.channel, "channel")));
+      else
+        slot = std::make_unique<soci::statement>(
+            (s.prepare << sql_.release_many, use(names_, "pairs")));
       break;
     case notify_controls_stmt:
       slot = std::make_unique<soci::statement>(
@@ -613,6 +655,145 @@ lease_grant connection::acquire(const std::string& name, const std::string& me,
   return g;
 }
 
+template <class Row>
+void connection::select_many(const std::vector<std::string>& names, Row row) {
+  if (names.empty()) return;
+  using soci::into;
+  if (sql_.kind == dialect::mysql) {
+    // The client sends the text anyway (no server-side statement): the names go in it.
+    soci::statement st =
+        (session_->prepare << with_names(sql_.select_many, names), into(row_name_), into(owner_id_),
+         into(acquired_at_), into(ttl_at_), into(transition_at_), into(fence_), into(now_));
+    st.execute(false);
+    while (st.fetch()) row();
+    return;
+  }
+  names_ = names_param(sql_.kind, names);
+  auto& st = prepared(select_many_, select_many_stmt);
+  st.execute(false);
+  while (st.fetch()) row();
+}
+
+void connection::bind_pairs(const std::vector<std::string>& names,
+                            const std::vector<std::string>& mes) {
+  if (sql_.kind == dialect::postgresql) {
+    names_ = names_param(sql_.kind, names);
+    mes_ = text_array(mes);
+  } else {
+    names_ = json_pairs(names, mes);
+  }
+}
+
+std::vector<connection::batch_grant> connection::acquire_many(
+    const std::vector<std::string>& names, const std::vector<std::string>& mes,
+    std::chrono::milliseconds ttl, std::chrono::milliseconds transition) {
+  using soci::use;
+  std::vector<batch_grant> out(names.size());
+  std::unordered_map<std::string, std::size_t> index;
+  index.reserve(names.size());
+  for (std::size_t i = 0; i < names.size(); ++i) index.emplace(names[i], i);
+  ttl_ = ttl.count();
+  lease_ = (ttl + transition).count();
+  std::vector<std::string> pending = names;
+  auto owners_of = [&](const std::vector<std::string>& some) {
+    std::vector<std::string> out;
+    out.reserve(some.size());
+    for (const auto& n : some) out.push_back(mes[index.at(n)]);
+    return out;
+  };
+  for (int attempt = 0; attempt < 3 && !pending.empty(); ++attempt) {
+    const bool last = attempt == 2;
+    // The conditional UPDATE on every pending row, one statement.
+    std::unordered_set<std::string> taken;
+    const auto pending_mes = owners_of(pending);
+    if (sql_.returning) {
+      bind_pairs(pending, pending_mes);
+      auto& update = prepared(acquire_many_, acquire_many_stmt);
+      update.execute(false);
+      while (update.fetch()) {
+        auto it = index.find(row_name_);
+        if (it == index.end()) continue;
+        out[it->second] = batch_grant{true, grant(), {}};
+        taken.insert(row_name_);
+      }
+    } else {
+      soci::statement update =
+          (session_->prepare << with_names(sql_.acquire_many, pending, pending_mes),
+           use(ttl_, "ttl"), use(lease_, "lease"));
+      update.execute(true);
+    }
+    std::vector<std::string> rest;
+    for (const auto& n : pending)
+      if (taken.count(n) == 0) rest.push_back(n);
+    // The owner records of the rest (MySQL: of all; those that name `me` are the ones the
+    // UPDATE took or renewed: nobody else writes `me`, and the UPDATE matches every row `me`
+    // owns).
+    std::vector<std::string> again;
+    std::unordered_set<std::string> seen;
+    select_many(rest, [&] {
+      auto it = index.find(row_name_);
+      if (it == index.end()) return;
+      seen.insert(row_name_);
+      auto& r = out[it->second];
+      const auto& me = mes[it->second];
+      r = batch_grant{true, grant(), {}};
+      if (r.grant.owner.is(me)) {
+        if (sql_.returning) {
+          // Not returned by the UPDATE, yet ours: the row changed under us.
+          r.ok = false;
+          r.error = "acquire of '" + row_name_ + "' changed no row but the owner is '" + me + "'";
+        }
+      } else if (transition_at_ < now_ && !last) {
+        // Lost, yet the row is free: released between the UPDATE and the read. Contend again
+        // rather than report a free mutex.
+        again.push_back(row_name_);
+      }
+    });
+    std::vector<std::string> missing;
+    for (const auto& n : rest)
+      if (seen.count(n) == 0) missing.push_back(n);
+    if (!missing.empty()) {
+      // First use of these mutexes: free rows, inserted on their own, then the UPDATE again.
+      for (const auto& n : missing)
+        out[index.at(n)] = batch_grant{false, {}, "the row of mutex '" + n + "' is missing"};
+      if (sql_.kind == dialect::mysql) {
+        *session_ << with_names(sql_.insert_many, missing);
+      } else {
+        names_ = names_param(sql_.kind, missing);
+        prepared(insert_many_, insert_many_stmt).execute(true);
+      }
+      again.insert(again.end(), missing.begin(), missing.end());
+    }
+    std::sort(again.begin(), again.end());
+    pending = std::move(again);
+  }
+  names_.clear();
+  mes_.clear();
+  return out;
+}
+
+long long connection::release_many(const std::vector<std::string>& names,
+                                   const std::vector<std::string>& mes) {
+  if (names.empty()) return 0;
+  if (sql_.kind == dialect::mysql) {
+    soci::statement update = (session_->prepare << with_names(sql_.release_many, names, mes));
+    update.execute(true);
+    return update.get_affected_rows();
+  }
+  bind_pairs(names, mes);
+  auto& update = prepared(release_many_, release_many_stmt);
+  count_ = 0;
+  if (sql_.kind == dialect::postgresql) {
+    select_one(update);
+    names_.clear();
+    mes_.clear();
+    return count_;
+  }
+  update.execute(true);
+  names_.clear();
+  return update.get_affected_rows();
+}
+
 bool connection::release(const std::string& name, const std::string& me) {
   name_ = name;
   me_ = me;
@@ -636,30 +817,26 @@ lease_grant connection::read(const std::string& name) {
 
 std::vector<std::string> connection::free_among(const std::vector<std::string>& names) {
   if (names.empty()) return {};
-  // Mutex names are validated (A-Z a-z 0-9 . _ -), so they are safe as quoted literals; one
-  // statement text per batch size would not be reused anyway.
-  std::string in;
-  in.reserve(names.size() * 24);
-  for (const auto& n : names) {
-    if (!in.empty()) in += ',';
-    in += '\'';
-    in += n;
-    in += '\'';
+  std::vector<std::string> out;
+  if (sql_.kind != dialect::mysql) {
+    // One prepared statement that answers with the free names only (usually none).
+    names_ = names_param(sql_.kind, names);
+    auto& poll = prepared(poll_many_, poll_many_stmt);
+    poll.execute(false);
+    while (poll.fetch()) out.push_back(row_name_);
+    names_.clear();
+    std::sort(out.begin(), out.end());
+    return out;
   }
   std::vector<std::string> busy;
   {
-    soci::rowset<std::string> rows =
-        (session_->prepare << "SELECT name FROM " + sql_.table + " WHERE name IN (" + in +
-                                  ") AND owner_id <> '' AND "
-                                  "transition_at >= " +
-                                  sql_.now_ms);
+    soci::rowset<std::string> rows = (session_->prepare << with_names(sql_.poll_many, names));
     for (const auto& n : rows) busy.push_back(n);
   }
   std::sort(busy.begin(), busy.end());
-  std::vector<std::string> free;
   for (const auto& n : names)
-    if (!std::binary_search(busy.begin(), busy.end(), n)) free.push_back(n);
-  return free;
+    if (!std::binary_search(busy.begin(), busy.end(), n)) out.push_back(n);
+  return out;
 }
 
 std::string connection::read_state(const std::string& name) {

@@ -108,6 +108,27 @@ class connection {
   /// ownership with a new fence rather than a renewal.
   lease_grant acquire(const std::string& name, const std::string& me, std::chrono::milliseconds ttl,
                       std::chrono::milliseconds transition, bool release_first = false);
+  /// One name's answer in a batch: its owner record, or why there is none (that name alone
+  /// failed).
+  struct batch_grant {
+    bool ok = false;
+    lease_grant grant;
+    std::string error;
+  };
+  /// acquire() for every name of `names` (distinct, valid) by its own owner mes[i], in autocommit,
+  /// the fewest round trips the dialect allows: PostgreSQL and SQLite one UPDATE ... RETURNING, and
+  /// a SELECT of the rows it did not take or renew (none when every lease was renewed); MySQL the
+  /// UPDATE and a SELECT of all. A row found free after the UPDATE missed it (released meanwhile)
+  /// is asked again, a missing row is inserted first, as acquire() does. Answers in the order of
+  /// `names`.
+  std::vector<batch_grant> acquire_many(const std::vector<std::string>& names,
+                                        const std::vector<std::string>& mes,
+                                        std::chrono::milliseconds ttl,
+                                        std::chrono::milliseconds transition);
+  /// release() for every name of `names` (distinct, valid) by mes[i], in one statement (PostgreSQL:
+  /// with the NOTIFYs); how many it freed (MySQL, SQLite: affected rows).
+  long long release_many(const std::vector<std::string>& names,
+                         const std::vector<std::string>& mes);
   /// Frees the mutex if `me` owns it (PostgreSQL: and NOTIFYs the waiters); true if it did.
   bool release(const std::string& name, const std::string& me);
   /// The owner record (empty when the row is missing) and the database's clock.
@@ -119,7 +140,8 @@ class connection {
                    const std::string& hex);
 
   /// Of `names` (valid mutex names: A-Z a-z 0-9 . _ -), those free now: released, lapsed
-  /// (transition_at passed) or without a row. One SELECT.
+  /// (transition_at passed) or without a row, sorted. One SELECT (PostgreSQL, SQLite: a prepared
+  /// one that answers with the free names only).
   std::vector<std::string> free_among(const std::vector<std::string>& names);
 
   const std::shared_ptr<detail::watchdog>& guard() const noexcept { return watchdog_; }
@@ -158,6 +180,18 @@ class connection {
 
   std::unique_ptr<soci::statement> acquire_, insert_, select_owner_, select_now_, release_,
       write_state_, read_state_, notify_;
+
+  // Batches: the names parameter, the name of a row read, a count.
+  std::string names_, mes_, row_name_;
+  long long count_ = 0;
+  std::unique_ptr<soci::statement> acquire_many_, select_many_, insert_many_, release_many_,
+      poll_many_;
+  /// Reads the owner records of `names`, calling `row` with each (row_name_ and the owner
+  /// fields set).
+  /// Binds the (name, owner) pairs of a batch statement (names_, mes_).
+  void bind_pairs(const std::vector<std::string>& names, const std::vector<std::string>& mes);
+  template <class Row>
+  void select_many(const std::vector<std::string>& names, Row row);
 
   // History and controls.
   std::string bytes_, payload_, checking_, meta_key_, meta_value_;

@@ -24,6 +24,24 @@ struct dialect_sql {
   std::string select_owner;  ///< :name -> owner_id, acquired_at, ttl_at, transition_at, fence, now
   std::string select_now;    ///< -> now
   std::string release;       ///< :name :me
+
+  // Batches: one statement for many mutexes, each row for its own owner. PostgreSQL and SQLite
+  // bind the names (and owners) as array parameters (a text array, a JSON array) and keep one
+  // prepared statement; MySQL has the quoted names and hex owners spliced in (its client sends
+  // the text anyway). Mutex names are validated (A-Z a-z 0-9 . _ -), so they are safe quoted.
+  bool returning = false;    ///< acquire_many returns the rows it changed (not MySQL)
+  std::string acquire_many;  ///< :ttl :lease and the (name, owner) pairs (PostgreSQL :names
+                             ///< :mes, SQLite :pairs, MySQL {names} {me}): the conditional UPDATE
+                             ///< of acquire on each row for its own owner; PostgreSQL, SQLite:
+                             ///< RETURNING name and the owner record with now of each row it
+                             ///< took or renewed
+  std::string select_many;   ///< :names -> name, owner record, now of each row there
+  std::string insert_many;   ///< :names; a free row for each missing name
+  std::string release_many;  ///< the (name, owner) pairs as in acquire_many; PostgreSQL:
+                             ///< :channel too, NOTIFYs each released
+                             ///< name and returns how many
+  std::string poll_many;     ///< :names -> PostgreSQL, SQLite: the names that are free (released,
+                             ///< lapsed or without a row); MySQL: those that are not
   std::string write_state;   ///< :state :name :me :fence
   std::string read_state;    ///< :name -> state (hex)
   std::string notify;        ///< PostgreSQL: :channel :name, wakes LISTENers; else empty
@@ -60,6 +78,17 @@ struct dialect_sql {
   std::string check_meta;   ///< fails when the meta table or a column is missing
   std::string find_meta_t;  ///< what :t of find_table binds for the meta table
 };
+
+/// What :names binds (PostgreSQL, SQLite), or what replaces {names} (MySQL), for `names`.
+std::string names_param(dialect d, const std::vector<std::string>& names);
+/// PostgreSQL: a text array literal of any `items` (what :mes binds).
+std::string text_array(const std::vector<std::string>& items);
+/// SQLite: a JSON array of [name, owner] pairs (what :pairs binds).
+std::string json_pairs(const std::vector<std::string>& names, const std::vector<std::string>& mes);
+/// MySQL: `text` with {names} replaced by the list of `names`, {values} by a free row of each and
+/// {me} by the owner of each (mes[i] asks for names[i]).
+std::string with_names(const std::string& text, const std::vector<std::string>& names,
+                       const std::vector<std::string>& mes = {});
 
 /// The statements of dialect `d` on table `table` (already validated).
 dialect_sql make_dialect_sql(dialect d, const std::string& table);

@@ -4,6 +4,7 @@
 #include <boost/asio/post.hpp>
 #include <filesystem>
 #include <limits>
+#include <unordered_set>
 
 #include "baton/mutex/detail/log.hpp"
 #include "baton/mutex/errc.hpp"
@@ -29,8 +30,36 @@ constexpr milliseconds max_backoff{2000};
 constexpr milliseconds watchdog_slack{500};
 constexpr milliseconds min_request_time{250};
 
-// Watched mutexes per poll statement (the size of its IN list).
-constexpr std::size_t max_poll_batch = 500;
+// Mutexes per acquire or release statement.
+constexpr std::size_t max_lease_batch = 500;
+// How long a request that nobody awaits in a hurry waits for others to share its statement.
+constexpr milliseconds max_linger{100};
+
+std::string lease_key_of(const std::string& name, const std::string& owner_id) {
+  std::string key;
+  key.reserve(name.size() + 1 + owner_id.size());
+  key += name;
+  key += '\n';
+  key += owner_id;
+  return key;
+}
+
+template <class Call>
+void call_safely(const std::string& label, const char* operation, const std::string& name,
+                 Call&& call) noexcept {
+  try {
+    call();
+  } catch (const std::exception& e) {
+    baton::detail::log().error("{}: {} '{}': completion handler threw: {}", label, operation, name,
+                               e.what());
+  } catch (...) {
+    baton::detail::log().error("{}: {} '{}': completion handler threw", label, operation, name);
+  }
+}
+
+// Watched mutexes per poll statement (PostgreSQL, SQLite: one array parameter, answered with
+// the free ones only; MySQL: the size of its IN list).
+constexpr std::size_t max_poll_batch = 2000;
 // From this many waiters in one store on, one batched SELECT per round finds the free mutexes
 // for all of them; below it each waiter polls on its own (one round trip from a free mutex to
 // the acquire, which matters when few contenders churn through a mutex).
@@ -136,14 +165,20 @@ sql_store::~sql_store() {
 
 std::uint64_t sql_store::watch(const std::string& name, const std::string& owner_id,
                                milliseconds poll_interval, std::function<void()> wake) {
-  watcher w{name, wake, poll_interval, 0};
-  if (listener_) w.listener_handle = listener_->watch(name, std::move(wake));
+  watcher w{name, owner_id, wake, poll_interval, 0};
+  if (listener_)
+    w.listener_handle =
+        listener_->watch(name, [weak = weak_from_this(), key = lease_key_of(name, owner_id), wake] {
+          if (auto self = weak.lock()) self->woken(key);
+          wake();
+        });
   bool start = false;
   std::uint64_t handle = 0;
   {
     std::lock_guard lock(watch_mutex_);
     handle = next_watch_++;
     watchers_.emplace(handle, std::move(w));
+    poll_dirty_ = true;
     watched_.store(watchers_.size(), std::memory_order_relaxed);
     start = watchers_.size() >= batch_poll_threshold && !std::exchange(polling_, true);
   }
@@ -159,6 +194,7 @@ void sql_store::unwatch(std::uint64_t handle) noexcept {
     if (it == watchers_.end()) return;
     listener_handle = it->second.listener_handle;
     watchers_.erase(it);
+    poll_dirty_ = true;
     watched_.store(watchers_.size(), std::memory_order_relaxed);
   }
   if (listener_ && listener_handle != 0) listener_->unwatch(listener_handle);
@@ -170,16 +206,30 @@ wakeup_coverage sql_store::wakeups() const noexcept {
              : wakeup_coverage::none;
 }
 
+void sql_store::refresh_poll_list() {
+  if (!poll_dirty_) return;
+  poll_dirty_ = false;
+  auto names = std::make_shared<std::vector<std::string>>();
+  names->reserve(watchers_.size());
+  poll_every_ = options_.poll_interval;
+  if (!watchers_.empty()) poll_every_ = watchers_.begin()->second.poll_interval;
+  for (const auto& [handle, w] : watchers_) {
+    names->push_back(w.name);
+    poll_every_ = std::min(poll_every_, w.poll_interval);
+  }
+  std::sort(names->begin(), names->end());
+  names->erase(std::unique(names->begin(), names->end()), names->end());
+  poll_names_ = std::move(names);
+}
+
 void sql_store::schedule_poll() {
   // The next round comes after the shortest poll_interval among the waiters (a waiter that
   // joins with a shorter one is served at that rate from the round after).
   milliseconds interval = options_.poll_interval;
   {
     std::lock_guard lock(watch_mutex_);
-    if (!watchers_.empty()) {
-      interval = watchers_.begin()->second.poll_interval;
-      for (const auto& [handle, w] : watchers_) interval = std::min(interval, w.poll_interval);
-    }
+    refresh_poll_list();
+    interval = poll_every_;
   }
   auto timer = std::make_shared<boost::asio::steady_timer>(runtime_.io(), interval);
   timer->async_wait([weak = weak_from_this(), timer](boost::system::error_code ec) {
@@ -195,7 +245,7 @@ void sql_store::schedule_poll() {
 }
 
 void sql_store::poll_round() {
-  std::vector<std::string> names;
+  std::shared_ptr<const std::vector<std::string>> names;
   {
     std::lock_guard lock(watch_mutex_);
     // Once started, the rounds go on while anybody waits: the waiters that were told the poll
@@ -205,16 +255,15 @@ void sql_store::poll_round() {
       polling_ = false;
       return;
     }
-    names.reserve(watchers_.size());
-    for (const auto& [handle, w] : watchers_) names.push_back(w.name);
+    // The sorted names are kept from round to round while nobody starts or stops waiting.
+    refresh_poll_list();
+    names = poll_names_;
   }
-  std::sort(names.begin(), names.end());
-  names.erase(std::unique(names.begin(), names.end()), names.end());
-
-  poll_batch(std::make_shared<std::vector<std::string>>(std::move(names)), 0);
+  poll_batch(std::move(names), 0);
 }
 
-void sql_store::poll_batch(std::shared_ptr<std::vector<std::string>> names, std::size_t from) {
+void sql_store::poll_batch(std::shared_ptr<const std::vector<std::string>> names,
+                           std::size_t from) {
   if (from >= names->size()) return schedule_poll();
   const auto to = std::min(names->size(), from + max_poll_batch);
   auto batch =
@@ -239,11 +288,16 @@ void sql_store::poll_batch(std::shared_ptr<std::vector<std::string>> names, std:
 void sql_store::wake(const std::vector<std::string>& names) {
   if (names.empty()) return;
   std::vector<std::function<void()>> calls;
+  std::vector<std::string> keys;
   {
     std::lock_guard lock(watch_mutex_);
     for (const auto& [handle, w] : watchers_)
-      if (std::binary_search(names.begin(), names.end(), w.name)) calls.push_back(w.wake);
+      if (std::binary_search(names.begin(), names.end(), w.name)) {
+        calls.push_back(w.wake);
+        keys.push_back(lease_key_of(w.name, w.owner_id));
+      }
   }
+  for (const auto& key : keys) woken(key);
   for (auto& call : calls) call();
 }
 
@@ -252,6 +306,19 @@ void sql_store::async_acquire(const std::string& name, const std::string& owner_
                               grant_handler handler) {
   if (auto ec = check_owner_id(owner_id))
     return fail([handler](std::error_code e) { handler(e, {}); }, ec);
+  bool release_first = false;
+  {
+    std::lock_guard lock(mutex_);
+    release_first = unreleased_.count(std::pair(name, owner_id)) != 0;
+  }
+  if (!release_first) {
+    enqueue(lease_key{false, ttl.count(), transition.count()},
+            lease_request{name, owner_id, std::move(handler), nullptr},
+            std::min(max_linger, ttl / 20));
+    return;
+  }
+  // `owner_id` released this mutex but the release did not reach the database: release and
+  // acquire in one transaction, so this is a new ownership with a new fence, not a renewal.
   auto result = std::make_shared<lease_grant>();
   // A renewal that hangs must fail before the lease it renews runs out (within reason: a
   // request gets at least min_request_time).
@@ -260,17 +327,9 @@ void sql_store::async_acquire(const std::string& name, const std::string& owner_
   submit(
       "acquire", name, limit, false,
       [=, this](connection& c) {
-        const auto key = std::pair(name, owner_id);
-        bool release_first = false;
-        {
-          std::lock_guard lock(mutex_);
-          release_first = unreleased_.count(key) != 0;
-        }
-        *result = c.acquire(name, owner_id, ttl, transition, release_first);
-        if (release_first) {
-          std::lock_guard lock(mutex_);
-          unreleased_.erase(key);
-        }
+        *result = c.acquire(name, owner_id, ttl, transition, true);
+        std::lock_guard lock(mutex_);
+        unreleased_.erase(std::pair(name, owner_id));
         return std::error_code{};
       },
       [result, handler = std::move(handler)](std::error_code ec) {
@@ -281,25 +340,224 @@ void sql_store::async_acquire(const std::string& name, const std::string& owner_
 void sql_store::async_release(const std::string& name, const std::string& owner_id,
                               done_handler handler) {
   if (auto ec = check_owner_id(owner_id)) return fail(std::move(handler), ec);
-  // A release that does not reach the database must still end this ownership: the next
-  // acquire by the same contender then releases first, so it gets a new fence.
-  submit(
-      "release", name, options_.statement_timeout + watchdog_slack, true,
-      [=](connection& c) {
-        c.release(name, owner_id);
+  enqueue(lease_key{true, 0, 0}, lease_request{name, owner_id, nullptr, std::move(handler)},
+          milliseconds::zero());
+}
+
+bool sql_store::may_linger(const std::string& key) const {
+  if (held_.count(key) != 0) return true;
+  // A waiter's own request while the batched poll covers it is a safeguard: the poll wakes it
+  // (and it then asks at once) when the mutex may be free.
+  return waiting_.count(key) != 0 && wakeups() == wakeup_coverage::release_and_expiry;
+}
+
+void sql_store::woken(const std::string& key) {
+  std::lock_guard lock(batch_mutex_);
+  waiting_.erase(key);
+}
+
+void sql_store::enqueue(lease_key key, lease_request request, milliseconds linger) {
+  std::lock_guard lock(batch_mutex_);
+  const auto held = lease_key_of(request.name, request.owner_id);
+  if (key.release) {
+    held_.erase(held);
+    waiting_.erase(held);
+  }
+  const bool lingers = !key.release && linger > milliseconds::zero() && may_linger(held);
+  auto& group = groups_[key];
+  if (!lingers) {
+    group.urgent.push_back(std::move(request));
+    if (!group.ready) {
+      group.ready = true;
+      ready_.push_back(std::move(key));
+    }
+    spawn_drainers();
+    return;
+  }
+  group.lingering.push_back(std::move(request));
+  const auto until = steady::now() + linger;
+  if (linger_until_ != steady::time_point{} && linger_until_ <= until) return;
+  // Arm (or bring forward) the linger timer.
+  linger_until_ = until;
+  const auto generation = ++linger_generation_;
+  if (!linger_timer_) linger_timer_ = std::make_shared<boost::asio::steady_timer>(runtime_.io());
+  linger_timer_->expires_at(until);
+  linger_timer_->async_wait([weak = weak_from_this(), generation](boost::system::error_code ec) {
+    if (ec) return;
+    if (auto self = weak.lock()) self->flush_lingering(generation);
+  });
+}
+
+void sql_store::flush_lingering(std::uint64_t generation) {
+  std::lock_guard lock(batch_mutex_);
+  if (generation != linger_generation_) return;  // brought forward meanwhile
+  linger_until_ = {};
+  for (auto& [key, group] : groups_) {
+    if (group.lingering.empty()) continue;
+    for (auto& r : group.lingering) group.urgent.push_back(std::move(r));
+    group.lingering.clear();
+    if (!group.ready) {
+      group.ready = true;
+      ready_.push_back(key);
+    }
+  }
+  spawn_drainers();
+}
+
+void sql_store::spawn_drainers() {
+  // Running drainers are busy with a batch (an idle one exits): a ready group not yet claimed by
+  // a starting drainer gets one, up to pool_size in all.
+  while (!ready_.empty() && drainers_ < std::max(1u, options_.pool_size) &&
+         starting_ < ready_.size()) {
+    ++drainers_;
+    ++starting_;
+    boost::asio::post(runtime_.blocking(), [self = shared_from_this()] { self->drain(); });
+  }
+}
+
+void sql_store::drain() {
+  {
+    std::lock_guard lock(batch_mutex_);
+    --starting_;
+  }
+  for (;;) {
+    lease_key key;
+    std::vector<lease_request> batch;
+    {
+      std::lock_guard lock(batch_mutex_);
+      if (ready_.empty()) {
+        --drainers_;
+        return;
+      }
+      key = ready_.front();
+      ready_.pop_front();
+      auto it = groups_.find(key);
+      auto& group = it->second;
+      // Up to max_lease_batch distinct names: the urgent ones first, then the lingering ones of
+      // the same group (going early costs nothing). A name twice (two requests of one owner)
+      // waits for the next batch.
+      std::unordered_set<std::string> names;
+      std::deque<lease_request> later;
+      for (auto* queue : {&group.urgent, &group.lingering}) {
+        while (!queue->empty() && batch.size() < max_lease_batch) {
+          auto r = std::move(queue->front());
+          queue->pop_front();
+          if (names.insert(r.name).second)
+            batch.push_back(std::move(r));
+          else
+            later.push_back(std::move(r));
+        }
+      }
+      for (auto& r : later) group.urgent.push_front(std::move(r));
+      if (!group.urgent.empty()) {
+        ready_.push_back(key);
+        spawn_drainers();
+      } else {
+        group.ready = false;
+        if (group.lingering.empty()) groups_.erase(it);
+      }
+    }
+    if (key.release)
+      run_releases(batch);
+    else
+      run_acquires(key, batch);
+  }
+}
+
+sql_store::batch_names sql_store::sort_batch(std::vector<lease_request>& batch) {
+  std::sort(batch.begin(), batch.end(),
+            [](const lease_request& a, const lease_request& b) { return a.name < b.name; });
+  batch_names out;
+  out.names.reserve(batch.size());
+  out.owners.reserve(batch.size());
+  for (const auto& r : batch) {
+    out.names.push_back(r.name);
+    out.owners.push_back(r.owner_id);
+  }
+  out.what = batch.size() == 1
+                 ? out.names.front()
+                 : out.names.front() + " (and " + std::to_string(batch.size() - 1) + " more)";
+  return out;
+}
+
+void sql_store::run_acquires(const lease_key& key, std::vector<lease_request>& batch) {
+  const auto sorted = sort_batch(batch);
+  const auto& [names, owners, what] = sorted;
+  const milliseconds ttl{key.ttl}, transition{key.transition};
+  // A renewal that hangs must fail before the lease it renews runs out (within reason: a
+  // request gets at least min_request_time).
+  const auto limit =
+      std::min(options_.statement_timeout + watchdog_slack, std::max(transition, min_request_time));
+  std::vector<connection::batch_grant> results;
+  bool reused = false;
+  const auto ec = run(
+      "acquire", what, limit,
+      [&](connection& c) {
+        results = c.acquire_many(names, owners, ttl, transition);
         return std::error_code{};
       },
-      [self = shared_from_this(), key = std::pair(name, owner_id),
-       handler = std::move(handler)](std::error_code ec) {
-        {
-          std::lock_guard lock(self->mutex_);
-          if (ec)
-            self->unreleased_.insert(key);
-          else
-            self->unreleased_.erase(key);
-        }
-        handler(ec);
-      });
+      reused);
+  {
+    std::lock_guard lock(batch_mutex_);
+    for (std::size_t i = 0; !ec && i < batch.size(); ++i) {
+      const auto held = lease_key_of(batch[i].name, batch[i].owner_id);
+      const auto& r = results[i];
+      if (!r.ok) continue;
+      const auto& owner = r.grant.owner;
+      if (owner.is(batch[i].owner_id)) {
+        held_.insert(held);
+        waiting_.erase(held);
+      } else {
+        held_.erase(held);
+        if (!owner.owner_id.empty() && owner.transition_at >= r.grant.now)
+          waiting_.insert(held);
+        else
+          waiting_.erase(held);
+      }
+    }
+  }
+  for (std::size_t i = 0; i < batch.size(); ++i) {
+    auto& r = batch[i];
+    std::error_code e = ec;
+    lease_grant g;
+    if (!e) {
+      if (results[i].ok) {
+        g = std::move(results[i].grant);
+      } else {
+        e = make_error_code(errc::backend_error);
+        baton::detail::record_backend_error(label_, e);
+        baton::detail::log().warn("{}: acquire '{}' failed ({}): {}", label_, r.name, e.message(),
+                                  results[i].error);
+      }
+    }
+    call_safely(label_, "acquire", r.name, [&] { r.granted(e, std::move(g)); });
+  }
+}
+
+void sql_store::run_releases(std::vector<lease_request>& batch) {
+  const auto sorted = sort_batch(batch);
+  const auto& [names, owners, what] = sorted;
+  auto body = [&](connection& c) {
+    c.release_many(names, owners);
+    return std::error_code{};
+  };
+  bool reused = false;
+  const auto limit = options_.statement_timeout + watchdog_slack;
+  auto ec = run("release", what, limit, body, reused);
+  if (reused && ec == errc::connection_lost) ec = run("release", what, limit, body, reused);
+  {
+    // A release that does not reach the database must still end this ownership: the next
+    // acquire by the same contender then releases first, so it gets a new fence.
+    std::lock_guard lock(mutex_);
+    for (const auto& r : batch) {
+      auto k = std::pair(r.name, r.owner_id);
+      if (ec)
+        unreleased_.insert(std::move(k));
+      else
+        unreleased_.erase(k);
+    }
+  }
+  for (auto& r : batch) call_safely(label_, "release", r.name, [&] { r.released(ec); });
 }
 
 void sql_store::async_read(const std::string& name, grant_handler handler) {

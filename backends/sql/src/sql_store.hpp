@@ -4,13 +4,18 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <set>
 #include <string>
+#include <tuple>
+#include <unordered_set>
 #include <vector>
+
+#include <boost/asio/steady_timer.hpp>
 
 #include "baton/backends/sql/sql_backend.hpp"
 #include "baton/mutex/lease_store.hpp"
@@ -114,9 +119,53 @@ class sql_store final : public lease_store,
   /// One round: a SELECT per batch of watched names (one after the other), each waking the
   /// waiters of the free ones.
   void poll_round();
-  void poll_batch(std::shared_ptr<std::vector<std::string>> names, std::size_t from);
+  void poll_batch(std::shared_ptr<const std::vector<std::string>> names, std::size_t from);
+  /// Rebuilds poll_names_ and poll_every_ after watchers_ changed. watch_mutex_ held.
+  void refresh_poll_list();
   /// Calls the wake-ups of every watcher of `names` (sorted).
   void wake(const std::vector<std::string>& names);
+
+  // Batched acquires and releases. Requests wait in a queue per group (same kind, ttl and
+  // transition: one statement serves a group, each row for its own owner); up to pool_size drainers
+  // on the blocking pool take up to max_lease_batch requests of a group at a time, so requests that
+  // come while others run (a burst, a graceful stop of thousands) share statements, and a stop of
+  // any size needs no more than pool_size connections. A request whose answer is not awaited by
+  // anybody in a hurry (a renewal, or a waiter's safeguard poll while the batched poll covers
+  // it) lingers a little (min(ttl/20, 100 ms)) so that renewals due about together go together;
+  // any statement of its group takes it along earlier.
+  struct lease_key {
+    bool release = false;
+    long long ttl = 0, transition = 0;
+    auto operator<=>(const lease_key&) const = default;
+  };
+  struct lease_request {
+    std::string name, owner_id;
+    grant_handler granted;  // acquire
+    done_handler released;  // release
+  };
+  struct lease_group {
+    std::deque<lease_request> urgent, lingering;
+    bool ready = false;  // its key is in ready_
+  };
+  void enqueue(lease_key key, lease_request request, std::chrono::milliseconds linger);
+  /// Posts drainers while there is work and fewer than pool_size run. batch_mutex_ held.
+  void spawn_drainers();
+  /// A drainer: runs batches until no group is ready.
+  void drain();
+  struct batch_names {
+    std::vector<std::string> names, owners;  // of each request, in name order
+    std::string what;                        // how the log names the batch
+  };
+  /// Sorts `batch` by name.
+  static batch_names sort_batch(std::vector<lease_request>& batch);
+  void run_acquires(const lease_key& key, std::vector<lease_request>& batch);
+  void run_releases(std::vector<lease_request>& batch);
+  /// The linger timer fired: every lingering request becomes urgent.
+  void flush_lingering(std::uint64_t generation);
+  /// Whether an acquire of `name` by `owner_id` may linger. batch_mutex_ held.
+  bool may_linger(const std::string& key) const;
+  /// The waiter `key` was woken: its next acquire goes at once.
+  void woken(const std::string& key);
 
   sql_options options_;
   runtime& runtime_;
@@ -128,6 +177,7 @@ class sql_store final : public lease_store,
 
   struct watcher {
     std::string name;
+    std::string owner_id;
     std::function<void()> wake;
     std::chrono::milliseconds poll_interval;  // the waiter's: rounds run at the shortest
     std::uint64_t listener_handle = 0;
@@ -135,8 +185,23 @@ class sql_store final : public lease_store,
   std::mutex watch_mutex_;  // guards the fields below
   std::map<std::uint64_t, watcher> watchers_;
   std::uint64_t next_watch_ = 1;
-  bool polling_ = false;                 // a poll round is armed or running
+  bool polling_ = false;    // a poll round is armed or running
+  bool poll_dirty_ = true;  // watchers_ changed since poll_names_ was made
+  std::shared_ptr<const std::vector<std::string>> poll_names_;  // watched names, sorted, distinct
+  std::chrono::milliseconds poll_every_{0};                     // the shortest poll_interval
   std::atomic<std::size_t> watched_{0};  // watchers_.size(), read without the lock
+
+  std::mutex batch_mutex_;  // guards the fields below
+  std::map<lease_key, lease_group> groups_;
+  std::deque<lease_key> ready_;  // groups with urgent requests, in turn
+  unsigned drainers_ = 0;        // posted or running
+  std::size_t starting_ = 0;     // posted, not yet running
+  std::shared_ptr<boost::asio::steady_timer> linger_timer_;
+  steady::time_point linger_until_{};  // when the armed linger timer fires; {} when not armed
+  std::uint64_t linger_generation_ = 0;
+  // name '\n' owner_id of the leases whose last answer named their owner (renewals next), and
+  // of the waiters whose last answer named another live owner (not woken since).
+  std::unordered_set<std::string> held_, waiting_;
 
   std::mutex setup_mutex_;  // held while a first connection sets the schema up
   std::mutex mutex_;

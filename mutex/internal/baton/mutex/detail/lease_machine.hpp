@@ -49,7 +49,15 @@ class lease_machine {
 
   bool leader() const noexcept { return leader_; }
   bool in_flight() const noexcept { return in_flight_; }
-  /// When the next acquire/renew request is due.
+  /// When the next acquire/renew request is due. An owner renews a random time before ttl_at,
+  /// so that many leases won together do not all renew together: the first renewal of a term
+  /// (and the first after a failed request, when a stalled backend lined the renewals up again)
+  /// falls in [ttl_at - ttl/2, ttl_at], later ones in [ttl_at - ttl/20, ttl_at] (where ttl is
+  /// ttl_at minus the reply's backend time), rounded down to a grid of ttl/100 (1 to 100 ms) of
+  /// the steady clock, so that the renewals of one slot fire in one wake-up and can share a
+  /// statement. Never later than ttl_at, so a renewal leaves at least transition - drift_margin
+  /// of the local lease for retries, as without spreading; it only costs up to one renewal in
+  /// twenty more. A waiter's long safeguard wait (release_and_expiry) is on the grid too.
   time_point next_attempt() const noexcept { return next_attempt_; }
   /// Local lease deadline while leader.
   time_point deadline() const noexcept { return deadline_; }
@@ -61,8 +69,14 @@ class lease_machine {
  private:
   notification step_down(mutex_owner after, release_reason why);
 
+  /// `t` rounded down to the renewal grid of `ttl` (see next_attempt()).
+  static time_point on_grid(time_point t, std::chrono::milliseconds ttl);
+  /// How long before ttl_at the owner renews (see next_attempt()).
+  std::chrono::milliseconds renewal_spread(std::chrono::milliseconds ttl, bool wide) const;
+
   std::string self_;
   contend_options options_;
+  random_source random_;
   contend_period period_;
   mutex_owner known_;
   bool leader_ = false;
