@@ -35,12 +35,9 @@ using namespace std::chrono_literals;
 using steady = std::chrono::steady_clock;
 namespace bb = baton::bench;
 
-[[noreturn]] void fail(const std::string& what) { throw std::runtime_error(what); }
+using bb::env_or;
 
-std::string env_or(const char* name, const std::string& fallback) {
-  const char* v = std::getenv(name);
-  return v && *v ? v : fallback;
-}
+[[noreturn]] void fail(const std::string& what) { throw std::runtime_error(what); }
 
 long long wall_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -131,8 +128,7 @@ daemon_setup write_config(const baton::backend_config& config, long schedules,
 
 bb::child_process start_daemon(const daemon_setup& d) {
   // exec: the child's pid is the daemon's; its log goes to a file.
-  return bb::child_process({"/bin/sh", "-c",
-                            "exec \"$0\" run --config \"$1\" 2>\"$2\"",
+  return bb::child_process({"/bin/sh", "-c", "exec \"$0\" run --config \"$1\" 2>\"$2\"",
                             env_or("BATON_BENCH_DAEMON", "baton"), d.config_file, d.log_file},
                            bb::bench_child_options);
 }
@@ -195,18 +191,18 @@ void run_idle(const std::string& type, long schedules, std::chrono::seconds wind
   std::map<std::string, std::string> extra{{"schedules", std::to_string(schedules)},
                                            {"all_owned_after_s", std::to_string(settle)},
                                            {"window_s", std::to_string(static_cast<int>(secs))}};
-  bb::emit_value("fire_idle_threads", type, "baton", "threads",
-                 static_cast<double>(threads_max), extra);
+  bb::emit_value("fire_idle_threads", type, "baton", "threads", static_cast<double>(threads_max),
+                 extra);
   bb::emit_value("fire_idle_rss", type, "baton", "MiB", static_cast<double>(rss_max) / 1048576.0,
                  extra);
   bb::emit_value("fire_idle_cpu", type, "baton", "% of one core",
                  (u1.cpu_seconds - u0.cpu_seconds) / secs * 100.0, extra);
   bb::emit_value("fire_idle_stop", type, "baton", "s", stop_s,
                  {{"schedules", std::to_string(schedules)}, {"unreleased", std::to_string(left)}});
-  std::cerr << "fire " << type << ": idle: threads " << threads_max << ", RSS "
-            << rss_max / 1048576 << " MiB, CPU "
-            << (u1.cpu_seconds - u0.cpu_seconds) / secs * 100.0 << " %, settled after " << settle
-            << " s, stop " << stop_s << " s, unreleased " << left << "\n";
+  std::cerr << "fire " << type << ": idle: threads " << threads_max << ", RSS " << rss_max / 1048576
+            << " MiB, CPU " << (u1.cpu_seconds - u0.cpu_seconds) / secs * 100.0
+            << " %, settled after " << settle << " s, stop " << stop_s << " s, unreleased " << left
+            << "\n";
 }
 
 void run_firing(const std::string& type, long schedules, int fires) {
@@ -281,8 +277,7 @@ void run_firing(const std::string& type, long schedules, int fires) {
       {"all_owned_after_s", std::to_string(settle)}};
   bb::emit("fire_lateness", type, "baton", "ms", s, extra);
   bb::emit_value("fire_threads", type, "baton", "threads", static_cast<double>(threads_max), extra);
-  bb::emit_value("fire_rss", type, "baton", "MiB", static_cast<double>(rss_max) / 1048576.0,
-                 extra);
+  bb::emit_value("fire_rss", type, "baton", "MiB", static_cast<double>(rss_max) / 1048576.0, extra);
   bb::emit_value("fire_cpu", type, "baton", "% of one core",
                  (after.cpu_seconds - before.cpu_seconds) / secs * 100.0, extra);
   bb::emit_value("fire_children_cpu", type, "baton", "% of one core",
@@ -290,14 +285,15 @@ void run_firing(const std::string& type, long schedules, int fires) {
   bb::emit_value("fire_stop", type, "baton", "s", stop_s,
                  {{"schedules", std::to_string(schedules)}, {"unreleased", std::to_string(left)}});
   std::cerr << "fire " << type << ": started " << started << " of " << expected << " (per slot:";
-  for (const auto& [slot, n] : per_slot) std::cerr << " " << (slot - first_slot) / 1000 << "s:" << n;
+  for (const auto& [slot, n] : per_slot)
+    std::cerr << " " << (slot - first_slot) / 1000 << "s:" << n;
   std::cerr << "), within 1 s " << within_1s << ", lateness p50 " << s.median << " p99 " << s.p99
-            << " max " << s.max << " ms, duplicates " << duplicates << ", step-downs "
-            << step_downs << " (logged " << steps_logged << "), losses " << losses
-            << ", threads max " << threads_max << ", RSS max " << rss_max / 1048576
-            << " MiB, CPU " << (after.cpu_seconds - before.cpu_seconds) / secs * 100.0
-            << " % (children " << (children1 - children0) / secs * 100.0 << " %), stop " << stop_s
-            << " s, unreleased " << left << "\n";
+            << " max " << s.max << " ms, duplicates " << duplicates << ", step-downs " << step_downs
+            << " (logged " << steps_logged << "), losses " << losses << ", threads max "
+            << threads_max << ", RSS max " << rss_max / 1048576 << " MiB, CPU "
+            << (after.cpu_seconds - before.cpu_seconds) / secs * 100.0 << " % (children "
+            << (children1 - children0) / secs * 100.0 << " %), stop " << stop_s << " s, unreleased "
+            << left << "\n";
 }
 
 }  // namespace
