@@ -185,4 +185,9 @@ std::string bench_bin_dir() {
   std::string self(path, static_cast<std::size_t>(n));
   return self.substr(0, self.find_last_of('/'));
 }
+std::string env_or(const char* name, const std::string& fallback) {
+  const char* v = std::getenv(name);
+  return v && *v ? v : fallback;
+}
+
 }  // namespace baton::bench

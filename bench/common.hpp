@@ -85,6 +85,9 @@ std::string field(const std::string& line, std::size_t index);
 /// Sleeps until CLOCK_MONOTONIC reaches `ns` (returns at once if it has).
 void sleep_until_ns(long long ns);
 
+/// The environment variable `name`, or `fallback` when it is unset or empty.
+std::string env_or(const char* name, const std::string& fallback);
+
 /// Directory of the benchmark programs: $BATON_BENCH_BIN, else the directory of this program.
 std::string bench_bin_dir();
 

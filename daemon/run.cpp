@@ -166,8 +166,8 @@ bool reload(const command_line& cl, config::daemon_config& current, scheduler& s
     }
     it = running.erase(it);
   }
-  sched.reserve_job_threads(
-      static_cast<unsigned>(std::min<std::size_t>(next->schedules.size(), 256)));
+  sched.reserve_job_threads(static_cast<unsigned>(
+      std::min<std::size_t>(next->schedules.size(), config::daemon_job_threads())));
   for (const auto& s : next->schedules) {
     if (running.count(s.name) != 0) continue;
     const bool existed = std::any_of(current.schedules.begin(), current.schedules.end(),

@@ -1,5 +1,6 @@
 // From a parsed config to the scheduler's options.
 #include <algorithm>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -9,14 +10,17 @@
 
 namespace baton::config {
 
+unsigned daemon_job_threads() { return std::max(2u, std::thread::hardware_concurrency()); }
+
 scheduler_options make_scheduler_options(const daemon_config& config,
                                          const contend_options& backend_defaults,
                                          std::string contender_id) {
   scheduler_options opts;
-  // A schedule runs one job at a time, so one thread per schedule never starves a schedule. The
-  // pool starts threads only as jobs run at once, so idle schedules cost none.
-  opts.job_threads =
-      static_cast<unsigned>(std::clamp<std::size_t>(config.schedules.size(), 1, 256));
+  // Command jobs are asynchronous: a pool thread only starts a run, so a few threads keep up with
+  // any number of schedules (and runs that last hold none). The pool starts threads only as runs
+  // start at once, so idle schedules cost none.
+  opts.job_threads = static_cast<unsigned>(
+      std::clamp<std::size_t>(config.schedules.size(), 1, daemon_job_threads()));
   opts.lease = config.lease.apply(backend_defaults);
   opts.contender_id = std::move(contender_id);
   opts.balance = config.balance;
@@ -39,7 +43,8 @@ schedule_options make_schedule_options(const daemon_config& config, const schedu
   command.working_directory = s.working_directory;
   command.user = s.user;
   command.group = s.group;
-  opts.job = make_command_job(std::move(command));
+  opts.job = make_command_job(command);
+  opts.async_job = make_async_command_job(std::move(command));
   opts.lease = config.lease_for(s, backend_defaults);
   opts.timeout = s.timeout;
   opts.stop_grace = config.stop_grace_for(s, backend_defaults);

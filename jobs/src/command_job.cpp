@@ -6,9 +6,13 @@
 
 #include <fcntl.h>
 #include <grp.h>
+#include <limits.h>
 #include <poll.h>
 #include <pwd.h>
 #include <signal.h>
+#include <spawn.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -18,12 +22,19 @@
 #include <cstdint>
 #include <cstring>
 #include <ctime>
+#include <exception>
+#include <functional>
 #include <iterator>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <stop_token>
 #include <string_view>
+#include <system_error>
+#include <thread>
 #include <tuple>
+#include <unordered_map>
 
 #include "baton/mutex/detail/log.hpp"
 #include "supervisor.hpp"
@@ -283,6 +294,70 @@ bool drain(int fd, line_logger& out) {
   }
 }
 
+/// The supervisor program for `opts`: its own setting, else the default; empty: fork.
+const std::string& supervisor_for(const command_options& opts) {
+  return opts.supervisor ? *opts.supervisor : default_supervisor_program();
+}
+
+/// Starts `program` (baton-supervisor) with posix_spawn(): the descriptors of `setup` at the
+/// numbers supervisor_fd names, everything else in its argv, the command's environment as its
+/// own. Returns the pid, or -1 with errno set.
+pid_t spawn_supervisor(const std::string& program, const detail::supervisor_setup& setup) {
+  namespace sfd = detail::supervisor_fd;
+  // Copies at 10 and up first: a source numbered 0..6 must not be overwritten by an earlier
+  // dup2 onto its number (the copies are close-on-exec; dup2 clears that on the target).
+  const int sources[sfd::count] = {setup.stdin_fd,       setup.stdout_fd,      setup.stderr_fd,
+                                   setup.stdout_read_fd, setup.stderr_read_fd, setup.control_fd,
+                                   setup.report_fd};
+  unique_fd lifted[sfd::count];
+  for (int i = 0; i < sfd::count; ++i) {
+    lifted[i] = unique_fd(::fcntl(sources[i], F_DUPFD_CLOEXEC, 10));
+    if (!lifted[i]) return -1;
+  }
+  std::vector<std::string> args{program, std::to_string(setup.daemon_pid),
+                                std::to_string(setup.kill_grace_ms),
+                                setup.working_directory ? setup.working_directory : "-"};
+  if (setup.switch_identity) {
+    args.push_back(std::to_string(setup.uid));
+    args.push_back(std::to_string(setup.gid));
+    std::string groups;
+    for (std::size_t i = 0; i < setup.group_count; ++i)
+      groups += (i ? "," : "") + std::to_string(setup.groups[i]);
+    args.push_back(groups);
+  } else {
+    args.insert(args.end(), {"-", "-", ""});
+  }
+  std::size_t env_count = 0;
+  for (char* const* e = setup.envp; *e; ++e) ++env_count;
+  args.push_back(std::to_string(env_count));
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  // The command's environment goes as arguments: the supervisor's own stays empty, so that the
+  // run's variables mark only the run's processes.
+  for (char* const* e = setup.envp; *e; ++e) argv.push_back(*e);
+  argv.push_back(const_cast<char*>(setup.program));
+  for (char* const* a = setup.argv; *a; ++a) argv.push_back(*a);
+  argv.push_back(nullptr);
+  char* no_env[] = {nullptr};
+
+  posix_spawn_file_actions_t actions;
+  if (int e = ::posix_spawn_file_actions_init(&actions); e != 0) {
+    errno = e;
+    return -1;
+  }
+  int rc = 0;
+  for (int i = 0; i < sfd::count && rc == 0; ++i)
+    rc = ::posix_spawn_file_actions_adddup2(&actions, lifted[i].get(), i);
+  pid_t pid = -1;
+  if (rc == 0) rc = ::posix_spawn(&pid, program.c_str(), &actions, nullptr, argv.data(), no_env);
+  ::posix_spawn_file_actions_destroy(&actions);
+  if (rc != 0) {
+    errno = rc;
+    return -1;
+  }
+  return pid;
+}
+
 /// What the daemon learnt from a run's supervisor.
 struct run_outcome {
   std::optional<int> wait_status;  // the command's, once it exited
@@ -291,17 +366,83 @@ struct run_outcome {
   bool done = false;               // the supervisor saw the whole tree gone
 };
 
-void run_command(const command_options& opts, const job_context& ctx) {
-  const std::string& name = ctx.schedule;
-  // This run's lines carry its schedule, fence and an event key (daemon/README.md, "Logs").
-  auto jlog = [&](std::string_view event) {
-    return detail::log({.schedule = name, .event = event, .fence = ctx.fence});
-  };
+/// One run of a command: its supervisor, the pipes to it, the output loggers and what the
+/// supervisor reported. Driven either by run_command() on the calling thread (poll) or by the
+/// command_reactor (epoll, one thread for every run of the process): start(), then on_*() as
+/// its descriptors get ready and check_stop() on a stop request or at wake_at(), until
+/// supervisor_open() is false; then finish().
+class command_run {
+ public:
+  command_run(std::shared_ptr<const command_options> opts, job_context ctx)
+      : opts_(std::move(opts)),
+        ctx_(std::move(ctx)),
+        out_log_(ctx_.schedule, ctx_.fence, "stdout", spdlog::level::info, opts_->log_output),
+        err_log_(ctx_.schedule, ctx_.fence, "stderr", spdlog::level::warn, opts_->log_output),
+        err_tail_(ctx_.report ? ctx_.report->output_tail_limit : 0) {
+    if (ctx_.report) err_log_.keep_tail(&err_tail_);
+  }
+  command_run(const command_run&) = delete;
+  command_run& operator=(const command_run&) = delete;
+
+  /// Starts the supervisor. Throws command_error when it cannot.
+  void start();
+
+  int out_fd() const { return out_r_.get(); }
+  int err_fd() const { return err_r_.get(); }
+  int report_fd() const { return report_r_.get(); }
+  int wake_fd() const { return wake_r_.get(); }
+  /// Read what is ready; false at the end of the stream (then close_out()/close_err()).
+  bool read_out() { return drain(out_r_.get(), out_log_); }
+  bool read_err() { return drain(err_r_.get(), err_log_); }
+  void close_out() { out_r_.reset(); }
+  void close_err() { err_r_.reset(); }
+  /// Reads the supervisor's reports; false once it closed its end (it exited).
+  bool read_reports();
+  void clear_wake() {
+    char buf[64];
+    while (::read(wake_r_.get(), buf, sizeof buf) > 0) {
+    }
+  }
+  /// Tells the supervisor to end the run when a stop was requested or the deadline passed.
+  void check_stop(steady::time_point now);
+  /// When check_stop() must look again without a wake-up (the deadline), else max().
+  steady::time_point wake_at() const {
+    return term_sent_ ? steady::time_point::max() : ctx_.deadline;
+  }
+  /// Reaps the supervisor, logs the rest of the output and the result. Throws command_error
+  /// when the run failed.
+  void finish();
+
+ private:
+  detail::field_logger jlog(std::string_view event) const {
+    return detail::log({.schedule = ctx_.schedule, .event = event, .fence = ctx_.fence});
+  }
+  void handle(const detail::supervisor_report& r);
+
+  std::shared_ptr<const command_options> opts_;
+  job_context ctx_;
+  std::string program_;
+  unique_fd out_r_, err_r_, control_w_, report_r_, wake_r_, wake_w_;
+  line_logger out_log_;
+  line_logger err_log_;
+  tail_keeper err_tail_;
+  std::optional<std::stop_callback<std::function<void()>>> wake_on_stop_;
+  steady::time_point started_{};
+  pid_t supervisor_ = -1;
+  run_outcome outcome_;
+  pid_t command_pid_ = 0;
+  const char* stop_reason_ = nullptr;
+  bool term_sent_ = false;
+};
+
+void command_run::start() {
+  const command_options& opts = *opts_;
+  const std::string& name = ctx_.schedule;
   const auto identity = resolve_identity(opts.user, opts.group);
-  const auto envs = child_environment(opts, ctx, identity);
+  const auto envs = child_environment(opts, ctx_, identity);
   const auto resolved = resolve_program(opts.argv[0], envs);
   if (!resolved) fail(name, "cannot start '" + opts.argv[0] + "': not found in PATH");
-  const std::string& program = *resolved;
+  program_ = *resolved;
 
   // Everything the supervisor needs is prepared here: after fork() it may only make
   // async-signal-safe calls.
@@ -321,7 +462,7 @@ void run_command(const command_options& opts, const job_context& ctx) {
   auto [wake_r, wake_w] = make_pipe(name, O_NONBLOCK);
 
   detail::supervisor_setup setup;
-  setup.program = program.c_str();
+  setup.program = program_.c_str();
   setup.argv = argv.data();
   setup.envp = envp.data();
   setup.stdin_fd = devnull.get();
@@ -342,163 +483,146 @@ void run_command(const command_options& opts, const job_context& ctx) {
     setup.group_count = identity->groups.size();
   }
 
-  const auto started = steady::now();
-  // The parent-death signal follows the forking *thread*: the job-pool thread that runs this
-  // job, which lives until the run has ended. The closing control pipe covers the process.
-  const pid_t supervisor = ::fork();
-  if (supervisor < 0)
-    fail(name, "cannot start '" + opts.argv[0] + "': fork failed: " + errno_text(errno));
-  if (supervisor == 0) detail::run_supervisor(setup);
+  started_ = steady::now();
+  // The parent-death signal follows the forking (spawning) *thread*. The closing control pipe
+  // covers the process: the daemon's end closes when the daemon dies, whichever thread spawned.
+  const std::string& supervisor_program = supervisor_for(opts);
+  if (!supervisor_program.empty()) {
+    supervisor_ = spawn_supervisor(supervisor_program, setup);
+    if (supervisor_ < 0)
+      fail(name, "cannot start '" + opts.argv[0] + "': cannot start the supervisor '" +
+                     supervisor_program + "': " + errno_text(errno));
+  } else {
+    supervisor_ = ::fork();
+    if (supervisor_ < 0)
+      fail(name, "cannot start '" + opts.argv[0] + "': fork failed: " + errno_text(errno));
+    if (supervisor_ == 0) detail::run_supervisor(setup);
+  }
 
-  out_w.reset();
-  err_w.reset();
-  control_r.reset();
-  report_w.reset();
-  devnull.reset();
-
-  std::stop_callback wake_on_stop(ctx.stop, [fd = wake_w.get()] {
+  out_r_ = std::move(out_r);
+  err_r_ = std::move(err_r);
+  control_w_ = std::move(control_w);
+  report_r_ = std::move(report_r);
+  wake_r_ = std::move(wake_r);
+  wake_w_ = std::move(wake_w);
+  wake_on_stop_.emplace(ctx_.stop, [fd = wake_w_.get()] {
     char c = 1;
     (void)!::write(fd, &c, 1);
   });
-  ::fcntl(out_r.get(), F_SETFL, O_NONBLOCK);
-  ::fcntl(err_r.get(), F_SETFL, O_NONBLOCK);
-  ::fcntl(report_r.get(), F_SETFL, O_NONBLOCK);
-  line_logger out_log(name, ctx.fence, "stdout", spdlog::level::info, opts.log_output);
-  line_logger err_log(name, ctx.fence, "stderr", spdlog::level::warn, opts.log_output);
-  tail_keeper err_tail(ctx.report ? ctx.report->output_tail_limit : 0);
-  if (ctx.report) err_log.keep_tail(&err_tail);
+  ::fcntl(out_r_.get(), F_SETFL, O_NONBLOCK);
+  ::fcntl(err_r_.get(), F_SETFL, O_NONBLOCK);
+  ::fcntl(report_r_.get(), F_SETFL, O_NONBLOCK);
+}
 
-  run_outcome outcome;
-  pid_t command_pid = 0;
-  const char* stop_reason = nullptr;
-  std::optional<steady::time_point> term_sent;
-  auto handle = [&](const detail::supervisor_report& r) {
-    using rep = detail::supervisor_report;
-    switch (r.kind) {
-      case rep::started:
-        command_pid = r.value;
-        jlog("job.started")
-            .info("started '{}' as pid {} (supervisor pid {}, a subreaper)", program, command_pid,
-                  supervisor);
-        break;
-      case rep::setup_failed:
-        outcome.setup_error =
-            std::string(detail::describe_stage(r.stage)) + ": " + errno_text(r.value);
-        if (r.stage == rep::stage_exec) outcome.setup_error = errno_text(r.value);
-        if (r.stage == rep::stage_chdir)
-          outcome.setup_error = "cannot change to the working directory '" +
-                                opts.working_directory + "': " + errno_text(r.value);
-        break;
-      case rep::exited:
-        outcome.wait_status = r.value;
-        break;
-      case rep::terminating:
-        if (r.stage == rep::reason_leftovers) {
-          outcome.leftovers = r.value;
-          if (r.value > 0)
-            jlog("job.leftovers")
-                .warn("the command exited and left {} process(es) behind: sending them SIGTERM",
-                      r.value);
-        } else if (r.stage == rep::reason_signal) {
-          jlog("job.terminating").warn("the supervisor was signalled: ending the run's processes");
-        }
-        break;
-      case rep::killing:
-        jlog("job.killing")
-            .warn("still running {} ms after SIGTERM: sending SIGKILL to {} process(es) of the run",
-                  opts.kill_grace.count(), r.value);
-        break;
-      case rep::done:
-        outcome.done = true;
-        if (outcome.leftovers > 0)
+void command_run::handle(const detail::supervisor_report& r) {
+  using rep = detail::supervisor_report;
+  const command_options& opts = *opts_;
+  switch (r.kind) {
+    case rep::started:
+      command_pid_ = r.value;
+      jlog("job.started")
+          .info("started '{}' as pid {} (supervisor pid {}, a subreaper)", program_, command_pid_,
+                supervisor_);
+      break;
+    case rep::setup_failed:
+      outcome_.setup_error =
+          std::string(detail::describe_stage(r.stage)) + ": " + errno_text(r.value);
+      if (r.stage == rep::stage_exec) outcome_.setup_error = errno_text(r.value);
+      if (r.stage == rep::stage_chdir)
+        outcome_.setup_error = "cannot change to the working directory '" + opts.working_directory +
+                               "': " + errno_text(r.value);
+      break;
+    case rep::exited:
+      outcome_.wait_status = r.value;
+      break;
+    case rep::terminating:
+      if (r.stage == rep::reason_leftovers) {
+        outcome_.leftovers = r.value;
+        if (r.value > 0)
           jlog("job.leftovers")
-              .warn("killed processes left behind by the command: {}", outcome.leftovers);
-        break;
-      default:
-        break;
-    }
-  };
-  // Reads what the supervisor said; false once it closed its end (it exited).
-  auto read_reports = [&]() -> bool {
-    detail::supervisor_report r;
-    while (true) {
-      const ssize_t n = ::read(report_r.get(), &r, sizeof r);
-      if (n == static_cast<ssize_t>(sizeof r)) {
-        handle(r);
-        continue;
+              .warn("the command exited and left {} process(es) behind: sending them SIGTERM",
+                    r.value);
+      } else if (r.stage == rep::reason_signal) {
+        jlog("job.terminating").warn("the supervisor was signalled: ending the run's processes");
       }
-      if (n < 0 && errno == EINTR) continue;
-      return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
-    }
-  };
-
-  bool supervisor_open = true;
-  while (supervisor_open) {
-    const auto now = steady::now();
-    if (!term_sent && (ctx.stop.stop_requested() || now >= ctx.deadline)) {
-      // A stop that comes with the deadline passed is the timeout (the scheduler asks for it too).
-      stop_reason = now >= ctx.deadline ? "timeout" : "stop requested";
-      jlog("job.terminating")
-          .info("{}: sending SIGTERM to every process of the run (kill_grace {} ms)", stop_reason,
-                opts.kill_grace.count());
-      const char t = 'T';
-      (void)!::write(control_w.get(), &t, 1);
-      term_sent = now;
-    }
-    // Sleep until output, a report, a stop request or the timeout.
-    steady::time_point wake = now + milliseconds{1000};
-    if (!term_sent && ctx.deadline < wake) wake = ctx.deadline;
-    const int timeout_ms = static_cast<int>(
-        std::clamp<long long>(std::chrono::ceil<milliseconds>(wake - now).count(), 0, 1000));
-    pollfd fds[4] = {{out_r ? out_r.get() : -1, POLLIN, 0},
-                     {err_r ? err_r.get() : -1, POLLIN, 0},
-                     {report_r.get(), POLLIN, 0},
-                     {wake_r.get(), POLLIN, 0}};
-    if (::poll(fds, 4, timeout_ms) < 0 && errno != EINTR)
-      jlog("job.error").warn("poll failed: {}", errno_text(errno));
-    if (out_r && (fds[0].revents & (POLLIN | POLLHUP | POLLERR)) && !drain(out_r.get(), out_log))
-      out_r.reset();
-    if (err_r && (fds[1].revents & (POLLIN | POLLHUP | POLLERR)) && !drain(err_r.get(), err_log))
-      err_r.reset();
-    if (fds[2].revents & (POLLIN | POLLHUP | POLLERR)) supervisor_open = read_reports();
-    if (fds[3].revents & POLLIN) {
-      char buf[64];
-      while (::read(wake_r.get(), buf, sizeof buf) > 0) {
-      }
-    }
+      break;
+    case rep::killing:
+      jlog("job.killing")
+          .warn("still running {} ms after SIGTERM: sending SIGKILL to {} process(es) of the run",
+                opts.kill_grace.count(), r.value);
+      break;
+    case rep::done:
+      outcome_.done = true;
+      if (outcome_.leftovers > 0)
+        jlog("job.leftovers")
+            .warn("killed processes left behind by the command: {}", outcome_.leftovers);
+      break;
+    default:
+      break;
   }
+}
+
+bool command_run::read_reports() {
+  detail::supervisor_report r;
+  while (true) {
+    const ssize_t n = ::read(report_r_.get(), &r, sizeof r);
+    if (n == static_cast<ssize_t>(sizeof r)) {
+      handle(r);
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+  }
+}
+
+void command_run::check_stop(steady::time_point now) {
+  if (term_sent_ || !(ctx_.stop.stop_requested() || now >= ctx_.deadline)) return;
+  // A stop that comes with the deadline passed is the timeout (the scheduler asks for it too).
+  stop_reason_ = now >= ctx_.deadline ? "timeout" : "stop requested";
+  jlog("job.terminating")
+      .info("{}: sending SIGTERM to every process of the run (kill_grace {} ms)", stop_reason_,
+            opts_->kill_grace.count());
+  const char t = 'T';
+  (void)!::write(control_w_.get(), &t, 1);
+  term_sent_ = true;
+}
+
+void command_run::finish() {
+  const command_options& opts = *opts_;
+  const std::string& name = ctx_.schedule;
+  wake_on_stop_.reset();
   int supervisor_status = 0;
-  while (::waitpid(supervisor, &supervisor_status, 0) < 0 && errno == EINTR) {
+  while (::waitpid(supervisor_, &supervisor_status, 0) < 0 && errno == EINTR) {
   }
   // Every writer of the output pipes is gone now: read them to the end.
-  if (out_r) drain(out_r.get(), out_log);
-  if (err_r) drain(err_r.get(), err_log);
-  out_log.flush();
-  err_log.flush();
-  out_log.summary();
-  err_log.summary();
-  if (ctx.report) {
-    ctx.report->output_tail = std::move(err_tail.tail());
-    ctx.report->output_truncated = err_tail.truncated();
+  if (out_r_) drain(out_r_.get(), out_log_);
+  if (err_r_) drain(err_r_.get(), err_log_);
+  out_log_.flush();
+  err_log_.flush();
+  out_log_.summary();
+  err_log_.summary();
+  if (ctx_.report) {
+    ctx_.report->output_tail = std::move(err_tail_.tail());
+    ctx_.report->output_truncated = err_tail_.truncated();
   }
-  if (!outcome.done) {
+  if (!outcome_.done) {
     // The supervisor died without seeing the tree gone (killed from outside): the command's
     // group is the best we still know.
-    if (command_pid > 0) ::kill(-command_pid, SIGKILL);
+    if (command_pid_ > 0) ::kill(-command_pid_, SIGKILL);
     jlog("job.error")
-        .error("the run's supervisor (pid {}) ended unexpectedly ({})", supervisor,
+        .error("the run's supervisor (pid {}) ended unexpectedly ({})", supervisor_,
                WIFSIGNALED(supervisor_status) ? signal_name(WTERMSIG(supervisor_status))
                                               : "status " + std::to_string(supervisor_status));
   }
-  if (!outcome.setup_error.empty())
-    fail(name, "cannot start '" + program + "': " + outcome.setup_error);
-  if (!outcome.wait_status) fail(name, "'" + opts.argv[0] + "': the exit status is unknown");
+  if (!outcome_.setup_error.empty())
+    fail(name, "cannot start '" + program_ + "': " + outcome_.setup_error);
+  if (!outcome_.wait_status) fail(name, "'" + opts.argv[0] + "': the exit status is unknown");
 
-  const double took = seconds(steady::now() - started);
-  const int status = *outcome.wait_status;
-  if (ctx.report) {
-    if (WIFEXITED(status)) ctx.report->exit_status = WEXITSTATUS(status);
-    if (WIFSIGNALED(status)) ctx.report->signal = WTERMSIG(status);
+  const double took = seconds(steady::now() - started_);
+  const int status = *outcome_.wait_status;
+  if (ctx_.report) {
+    if (WIFEXITED(status)) ctx_.report->exit_status = WEXITSTATUS(status);
+    if (WIFSIGNALED(status)) ctx_.report->signal = WTERMSIG(status);
   }
   std::string result;
   if (WIFEXITED(status)) {
@@ -506,7 +630,7 @@ void run_command(const command_options& opts, const job_context& ctx) {
     if (code == 0) {
       jlog("job.exited")
           .info("exited with status 0{} after {:.3f} s",
-                stop_reason ? std::string(" (") + stop_reason + ")" : std::string(), took);
+                stop_reason_ ? std::string(" (") + stop_reason_ + ")" : std::string(), took);
       return;
     }
     result = "exited with status " + std::to_string(code);
@@ -517,11 +641,241 @@ void run_command(const command_options& opts, const job_context& ctx) {
   }
   char took_text[32];
   std::snprintf(took_text, sizeof took_text, "%.3f", took);
-  if (stop_reason) result += std::string(" (") + stop_reason + ")";
+  if (stop_reason_) result += std::string(" (") + stop_reason_ + ")";
   result += std::string(" after ") + took_text + " s";
   jlog(WIFSIGNALED(status) ? "job.killed" : "job.exited").warn("{}", result);
   throw command_error("'" + opts.argv[0] + "' " + result);
 }
+
+/// A run on the calling thread: poll() on its descriptors until the supervisor is gone.
+void run_command(std::shared_ptr<const command_options> opts, const job_context& ctx) {
+  command_run run(std::move(opts), ctx);
+  run.start();
+  bool supervisor_open = true;
+  while (supervisor_open) {
+    const auto now = steady::now();
+    run.check_stop(now);
+    // Sleep until output, a report, a stop request or the timeout.
+    const steady::time_point wake = std::min(now + milliseconds{1000}, run.wake_at());
+    const int timeout_ms = static_cast<int>(
+        std::clamp<long long>(std::chrono::ceil<milliseconds>(wake - now).count(), 0, 1000));
+    pollfd fds[4] = {{run.out_fd(), POLLIN, 0},
+                     {run.err_fd(), POLLIN, 0},
+                     {run.report_fd(), POLLIN, 0},
+                     {run.wake_fd(), POLLIN, 0}};
+    if (::poll(fds, 4, timeout_ms) < 0 && errno != EINTR)
+      detail::log({.schedule = ctx.schedule, .event = "job.error", .fence = ctx.fence})
+          .warn("poll failed: {}", errno_text(errno));
+    if (run.out_fd() >= 0 && (fds[0].revents & (POLLIN | POLLHUP | POLLERR)) && !run.read_out())
+      run.close_out();
+    if (run.err_fd() >= 0 && (fds[1].revents & (POLLIN | POLLHUP | POLLERR)) && !run.read_err())
+      run.close_err();
+    if (fds[2].revents & (POLLIN | POLLHUP | POLLERR)) supervisor_open = run.read_reports();
+    if (fds[3].revents & POLLIN) run.clear_wake();
+  }
+  run.finish();
+}
+
+/// Watches every asynchronous command run of the process on one thread (epoll): their output,
+/// their supervisors' reports, stop requests and timeouts. One per process, never destroyed;
+/// its thread starts with the first run and ends after a second without any (and starts again
+/// with the next), so a process that runs no command has no such thread.
+class command_reactor {
+ public:
+  using done_function = std::function<void(std::exception_ptr)>;
+
+  static command_reactor& get() {
+    static command_reactor* const instance = new command_reactor();  // never destroyed
+    return *instance;
+  }
+
+  /// Watches `run` (started) until its supervisor is gone, then finishes it and calls `done`
+  /// on the reactor thread.
+  void add(std::unique_ptr<command_run> run, done_function done) {
+    auto e = std::make_unique<entry>();
+    e->run = std::move(run);
+    e->done = std::move(done);
+    std::lock_guard lock(mutex_);
+    incoming_.push_back(std::move(e));
+    if (!running_) {
+      // The previous thread decided to end under this lock and touches nothing after that.
+      if (thread_.joinable()) thread_.join();
+      running_ = true;
+      thread_ = std::thread([this] { loop(); });
+    }
+    notify();
+  }
+
+ private:
+  /// The thread ends after this long without a run.
+  static constexpr milliseconds idle_exit{1000};
+  enum which : int { out = 0, err = 1, report = 2, wake = 3 };
+  struct entry;
+  struct watch {
+    entry* owner = nullptr;
+    which what = out;
+  };
+  struct entry {
+    std::unique_ptr<command_run> run;
+    done_function done;
+    watch watches[4];
+    std::multimap<steady::time_point, entry*>::iterator deadline{};
+    bool timed = false;
+  };
+
+  command_reactor()
+      : epoll_(::epoll_create1(EPOLL_CLOEXEC)), event_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
+    if (!epoll_ || !event_)
+      throw std::system_error(errno, std::generic_category(), "command jobs: epoll/eventfd");
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.ptr = nullptr;
+    if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, event_.get(), &ev) != 0)
+      throw std::system_error(errno, std::generic_category(), "command jobs: epoll_ctl");
+  }
+
+  void notify() {
+    const std::uint64_t one = 1;
+    (void)!::write(event_.get(), &one, sizeof one);
+  }
+
+  void watch_fd(entry& e, which w, int fd) {
+    e.watches[w] = {&e, w};
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.ptr = &e.watches[w];
+    ::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fd, &ev);
+  }
+  void unwatch_fd(int fd) {
+    if (fd >= 0) ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, fd, nullptr);
+  }
+
+  void arm_deadline(entry& e) {
+    if (e.timed) deadlines_.erase(e.deadline);
+    e.timed = false;
+    const auto at = e.run->wake_at();
+    if (at == steady::time_point::max()) return;
+    e.deadline = deadlines_.emplace(at, &e);
+    e.timed = true;
+  }
+
+  void take_incoming() {
+    std::vector<std::unique_ptr<entry>> added;
+    {
+      std::lock_guard lock(mutex_);
+      added.swap(incoming_);
+    }
+    for (auto& e : added) {
+      entry& ref = *e;
+      watch_fd(ref, out, ref.run->out_fd());
+      watch_fd(ref, err, ref.run->err_fd());
+      watch_fd(ref, report, ref.run->report_fd());
+      watch_fd(ref, wake, ref.run->wake_fd());
+      ref.run->check_stop(steady::now());  // a stop requested before we watched
+      arm_deadline(ref);
+      runs_.emplace(&ref, std::move(e));
+    }
+  }
+
+  void end(entry& e) {
+    for (int fd : {e.run->out_fd(), e.run->err_fd(), e.run->report_fd(), e.run->wake_fd()})
+      unwatch_fd(fd);
+    if (e.timed) deadlines_.erase(e.deadline);
+    e.timed = false;
+    std::exception_ptr error;
+    try {
+      e.run->finish();
+    } catch (...) {
+      error = std::current_exception();
+    }
+    auto owned = std::move(runs_.at(&e));
+    runs_.erase(&e);
+    auto done = std::move(owned->done);
+    owned.reset();  // the run (its descriptors, its context) goes before done() says so
+    try {
+      done(error);
+    } catch (...) {
+    }
+  }
+
+  void loop() {
+    epoll_event events[64];
+    auto idle_since = steady::now();
+    for (;;) {
+      take_incoming();
+      if (!runs_.empty()) idle_since = steady::now();
+      if (runs_.empty() && steady::now() - idle_since >= idle_exit) {
+        std::lock_guard lock(mutex_);
+        if (incoming_.empty()) {
+          running_ = false;
+          return;
+        }
+        continue;
+      }
+      int timeout = 1000;
+      if (!deadlines_.empty()) {
+        const auto left =
+            std::chrono::ceil<milliseconds>(deadlines_.begin()->first - steady::now());
+        timeout = static_cast<int>(std::clamp<long long>(left.count(), 0, 1000));
+      }
+      const int n = ::epoll_wait(epoll_.get(), events, 64, timeout);
+      std::vector<entry*> ended;
+      for (int i = 0; i < n; ++i) {
+        auto* w = static_cast<watch*>(events[i].data.ptr);
+        if (w == nullptr) {
+          std::uint64_t count;
+          (void)!::read(event_.get(), &count, sizeof count);
+          continue;
+        }
+        entry& e = *w->owner;
+        if (std::find(ended.begin(), ended.end(), &e) != ended.end()) continue;
+        command_run& run = *e.run;
+        switch (w->what) {
+          case out:
+            if (!run.read_out()) {
+              unwatch_fd(run.out_fd());
+              run.close_out();
+            }
+            break;
+          case err:
+            if (!run.read_err()) {
+              unwatch_fd(run.err_fd());
+              run.close_err();
+            }
+            break;
+          case report:
+            if (!run.read_reports()) ended.push_back(&e);
+            break;
+          case wake:
+            run.clear_wake();
+            run.check_stop(steady::now());
+            arm_deadline(e);
+            break;
+        }
+      }
+      const auto now = steady::now();
+      while (!deadlines_.empty() && deadlines_.begin()->first <= now) {
+        entry& e = *deadlines_.begin()->second;
+        deadlines_.erase(deadlines_.begin());
+        e.timed = false;
+        e.run->check_stop(now);
+        arm_deadline(e);
+      }
+      // Ended runs last: a watch of theirs may still be among this round's events.
+      for (entry* e : ended) end(*e);
+    }
+  }
+
+  unique_fd epoll_;
+  unique_fd event_;
+  std::thread thread_;
+  std::mutex mutex_;
+  std::vector<std::unique_ptr<entry>> incoming_;  // guarded by mutex_
+  bool running_ = false;                          // thread_ runs loop(); guarded by mutex_
+  // Reactor thread only.
+  std::unordered_map<entry*, std::unique_ptr<entry>> runs_;
+  std::multimap<steady::time_point, entry*> deadlines_;
+};
 
 }  // namespace
 
@@ -605,6 +959,20 @@ std::optional<command_identity> resolve_identity(const std::optional<std::string
   return id;
 }
 
+const std::string& default_supervisor_program() {
+  static const std::string found = [] {
+    char exe[PATH_MAX];
+    const ssize_t n = ::readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0) return std::string();
+    std::string dir(exe, static_cast<std::size_t>(n));
+    dir.erase(dir.rfind('/') == std::string::npos ? 0 : dir.rfind('/'));
+    for (const char* rel : {"/baton-supervisor", "/../libexec/baton/baton-supervisor"})
+      if (executable_file(dir + rel)) return dir + rel;
+    return std::string();
+  }();
+  return found;
+}
+
 job_function make_command_job(command_options opts) {
   if (opts.argv.empty() || opts.argv[0].empty())
     throw std::invalid_argument("command job: argv is empty");
@@ -619,8 +987,21 @@ job_function make_command_job(command_options opts) {
   (void)resolve_identity(opts.user, opts.group);  // fail here, not at the first fire
   if (!opts.working_directory.empty() && opts.working_directory.find('\0') != std::string::npos)
     throw std::invalid_argument("command job: working_directory contains a NUL character");
+  if (opts.supervisor && opts.supervisor->find('\0') != std::string::npos)
+    throw std::invalid_argument("command job: supervisor contains a NUL character");
   auto shared = std::make_shared<const command_options>(std::move(opts));
-  return [shared](const job_context& ctx) { run_command(*shared, ctx); };
+  return [shared](const job_context& ctx) { run_command(shared, ctx); };
+}
+
+async_job_function make_async_command_job(command_options opts) {
+  // The same checks, and the same options, as the synchronous job.
+  (void)make_command_job(opts);
+  auto shared = std::make_shared<const command_options>(std::move(opts));
+  return [shared](const job_context& ctx, std::function<void(std::exception_ptr)> done) {
+    auto run = std::make_unique<command_run>(shared, ctx);
+    run->start();  // throws when the run cannot start: `done` is not called
+    command_reactor::get().add(std::move(run), std::move(done));
+  };
 }
 
 }  // namespace baton

@@ -71,7 +71,20 @@ struct supervisor_setup {
   std::size_t group_count = 0;
 };
 
-/// The body of the forked supervisor; never returns.
+/// Where the supervisor started as a program of its own (baton-supervisor, supervisor_main.cpp)
+/// finds the descriptors the command job hands it.
+namespace supervisor_fd {
+inline constexpr int command_stdin = 0;   ///< /dev/null
+inline constexpr int command_stdout = 1;  ///< write end of the stdout pipe
+inline constexpr int command_stderr = 2;  ///< write end of the stderr pipe
+inline constexpr int stdout_read = 3;     ///< the daemon's read end of the stdout pipe
+inline constexpr int stderr_read = 4;     ///< the daemon's read end of the stderr pipe
+inline constexpr int control = 5;         ///< read end of the control pipe
+inline constexpr int report = 6;          ///< write end of the report pipe
+inline constexpr int count = 7;
+}  // namespace supervisor_fd
+
+/// The body of the supervisor (forked, or baton-supervisor's main); never returns.
 [[noreturn]] void run_supervisor(const supervisor_setup& setup) noexcept;
 
 }  // namespace baton::detail

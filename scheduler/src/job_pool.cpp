@@ -32,7 +32,10 @@ void job_pool::work() {
       const bool woken =
           wake_.wait_for(lock, idle_exit_, [this] { return !queue_.empty() || joining_; });
       --idle_;
-      if (!woken) break;  // idle for idle_exit: end
+      // Idle for idle_exit: end, unless an asynchronous job is still running. The thread that
+      // started it may be this one, and a process started from a thread (a command's
+      // supervisor) gets its parent-death signal when that thread ends.
+      if (!woken && held_ == 0) break;
       continue;
     }
     auto job = std::move(queue_.front());
@@ -69,12 +72,23 @@ void job_pool::join() noexcept {
     std::unique_lock lock(mutex_);
     joining_ = true;
     wake_.notify_all();
-    wake_.wait(lock, [this] { return running_ == 0; });
+    wake_.wait(lock, [this] { return running_ == 0 && held_ == 0; });
     threads.swap(threads_);
     ended_.clear();
   }
   for (auto& t : threads)
     if (t.joinable()) t.join();
+}
+
+void job_pool::hold() {
+  std::lock_guard lock(mutex_);
+  ++held_;
+}
+
+void job_pool::release() {
+  std::lock_guard lock(mutex_);
+  --held_;
+  wake_.notify_all();
 }
 
 void job_pool::reserve(unsigned n) {

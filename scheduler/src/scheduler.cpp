@@ -4,6 +4,7 @@
 #include "baton/scheduler/detail/job_pool.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <mutex>
 #include <stdexcept>
@@ -36,6 +37,11 @@ constexpr milliseconds release_wait{5'000};
 constexpr milliseconds history_flush_wait{2'000};
 /// With a push for control changes, the controls are still re-read this often (a lost push).
 constexpr milliseconds controls_safety_interval{30'000};
+/// Without a push for control changes (SQLite, MySQL) every leader re-reads its controls at the
+/// lease poll_interval, but a node spends at most about this many reads per second on it: with
+/// many schedules each re-reads less often (10,000 schedules: every 10 s), else the reads alone
+/// keep a core busy (20,000 per second at 500 ms).
+constexpr std::size_t controls_reads_per_second = 1000;
 /// Most history records kept while the backend cannot take them (then the oldest are dropped).
 constexpr std::size_t history_queue_bound = 32;
 /// Longest error text kept in a history record.
@@ -62,7 +68,7 @@ class schedule_runner : public mutex_contender,
                   std::string contender_id, boost::asio::io_context& io,
                   std::shared_ptr<detail::job_pool> jobs,
                   std::shared_ptr<const scheduler_clock> clock, bool follow_backend_clock,
-                  record_store& records)
+                  record_store& records, std::shared_ptr<const std::atomic<std::size_t>> schedules)
       : options_(std::move(s)),
         lease_(lease),
         stop_grace_(stop_grace),
@@ -72,6 +78,7 @@ class schedule_runner : public mutex_contender,
         clock_(std::move(clock)),
         follow_backend_clock_(follow_backend_clock),
         records_(records),
+        schedules_(std::move(schedules)),
         plan_(options_.when, options_.misfire),
         fire_timer_(strand_),
         run_timer_(strand_),
@@ -302,6 +309,14 @@ class schedule_runner : public mutex_contender,
     });
   }
 
+  // Without a push: the lease poll_interval, or longer with many schedules (see
+  // controls_reads_per_second).
+  milliseconds controls_poll_interval() const {
+    const auto spread = milliseconds(
+        static_cast<milliseconds::rep>(1000 * schedules_->load() / controls_reads_per_second));
+    return std::max(lease_.poll_interval, spread);
+  }
+
   void stop_controls() {
     ++controls_gen_;
     controls_timer_.cancel();
@@ -349,7 +364,7 @@ class schedule_runner : public mutex_contender,
     // The next look: on a push (and at a slow safety interval), else at the lease poll_interval.
     const auto gen = ++controls_gen_;
     controls_timer_.expires_after(watch_handle_ != 0 ? controls_safety_interval
-                                                     : lease_.poll_interval);
+                                                     : controls_poll_interval());
     controls_timer_.async_wait([self = shared_from_this(), gen, term](boost::system::error_code) {
       if (gen != self->controls_gen_ || term != self->term_ || !self->leader_) return;
       self->read_controls(term);
@@ -752,12 +767,49 @@ class schedule_runner : public mutex_contender,
     const auto started = std::chrono::steady_clock::now();
     run_result result;
     result.report.output_tail_limit = options_.history > 0 ? options_.history_output : 0;
-    ctx.report = &result.report;
     if (ctx.stop.stop_requested()) {
       result.threw = true;
       result.not_started = true;
       result.error = "asked to stop before it started";
+    } else if (options_.async_job) {
+      // The job calls back when the run has ended; until then the pool's join() waits for it.
+      auto state = std::make_shared<run_result>(std::move(result));
+      ctx.report = &state->report;
+      jobs_->hold();
+      try {
+        options_.async_job(ctx, [self = shared_from_this(), ctx, id, state,
+                                 started](std::exception_ptr error) mutable {
+          if (error) {
+            state->threw = true;
+            try {
+              std::rethrow_exception(error);
+            } catch (const std::exception& e) {
+              state->error = e.what();
+            } catch (...) {
+              state->error = "unknown exception";
+            }
+          }
+          self->executed(ctx, id, std::move(*state), started);
+          // Our hold on the runner ends before the pool's: once released, the scheduler (and
+          // the io_context the runner's timers use) may go.
+          auto jobs = self->jobs_;
+          self.reset();
+          jobs->release();
+        });
+        return;
+      } catch (const std::exception& e) {
+        jobs_->release();
+        result = std::move(*state);
+        result.threw = true;
+        result.error = e.what();
+      } catch (...) {
+        jobs_->release();
+        result = std::move(*state);
+        result.threw = true;
+        result.error = "unknown exception";
+      }
     } else {
+      ctx.report = &result.report;
       try {
         options_.job(ctx);
       } catch (const std::exception& e) {
@@ -768,11 +820,18 @@ class schedule_runner : public mutex_contender,
         result.error = "unknown exception";
       }
     }
+    executed(ctx, id, std::move(result), started);
+  }
+
+  // The run has ended (on a job thread, or where an async job called back): log it and hand
+  // the result to the strand.
+  void executed(job_context ctx, std::uint64_t id, run_result result,
+                std::chrono::steady_clock::time_point started) {
     ctx.report = nullptr;
     const auto took = std::chrono::steady_clock::now() - started;
     result.took = std::chrono::duration_cast<milliseconds>(took);
     result.end = now_system();
-    // On a job thread: the run's own fence (fence_ belongs to the strand and may have moved on).
+    // Not on the strand: the run's own fence (fence_ belongs to the strand and may have moved on).
     if (result.threw)
       logf("run.failed", ctx.fence)
           .error("run (fire {}) failed after {:.3f} s: {}", fmt_time(ctx.fire_time), seconds(took),
@@ -1040,6 +1099,7 @@ class schedule_runner : public mutex_contender,
   std::shared_ptr<const scheduler_clock> clock_;
   bool follow_backend_clock_ = true;
   record_store& records_;
+  std::shared_ptr<const std::atomic<std::size_t>> schedules_;  // of the scheduler, for pacing
   std::shared_ptr<contend_service> service_;
 
   // Strand only.
@@ -1119,7 +1179,7 @@ schedule_check check(const schedule_options& s, const contend_options& fallback_
   std::vector<setting_problem> problems;
   if (auto why = mutex_name_error(s.name); !why.empty())
     problems.push_back({"name", "invalid name: " + why});
-  if (!s.job) problems.push_back({"job", "no job"});
+  if (!s.job && !s.async_job) problems.push_back({"job", "no job"});
   if (const auto* every = std::get_if<every_trigger>(&s.when)) {
     if (every->period <= milliseconds::zero())
       problems.push_back({"every", "every: the period must be positive"});
@@ -1159,6 +1219,9 @@ schedule_check check(const schedule_options& s, const contend_options& fallback_
 
 struct scheduler::pool {
   std::shared_ptr<detail::job_pool> jobs;
+  /// How many schedules the scheduler has (the runners pace their controls reads by it).
+  std::shared_ptr<std::atomic<std::size_t>> schedules =
+      std::make_shared<std::atomic<std::size_t>>(0);
 };
 
 scheduler::scheduler(mutex_backend& backend, runtime& rt, scheduler_options opts)
@@ -1214,7 +1277,7 @@ void scheduler::add(schedule_options s) {
   auto name = s.name;
   auto runner = std::make_shared<detail::schedule_runner>(
       std::move(s), lease, grace, id_, runtime_.io(), pool_->jobs, options_.clock,
-      options_.follow_backend_clock, backend_.records());
+      options_.follow_backend_clock, backend_.records(), pool_->schedules);
   try {
     runner->attach(backend_.make_contend_service(name, runner, lease, id_));
   } catch (const std::invalid_argument& e) {
@@ -1225,6 +1288,7 @@ void scheduler::add(schedule_options s) {
     runner->service()->start();
   std::lock_guard lock(runners_mutex_);
   runners_.push_back(std::move(runner));
+  *pool_->schedules = runners_.size();
 }
 
 bool scheduler::remove(const std::string& name, std::chrono::milliseconds grace) noexcept {
@@ -1236,6 +1300,7 @@ bool scheduler::remove(const std::string& name, std::chrono::milliseconds grace)
     if (it == runners_.end()) return false;
     runner = *it;
     runners_.erase(it);
+    *pool_->schedules = runners_.size();
   }
   try {
     if (started_ && !stopped_) retire({runner}, grace);

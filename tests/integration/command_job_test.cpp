@@ -359,5 +359,119 @@ TEST_F(command_job, the_job_dies_when_the_process_that_started_it_is_killed) {
       << "job process " << job_pid << " outlived its parent";
 }
 
+/// build/daemon/baton-supervisor: the supervisor as a program of its own.
+std::string supervisor_program() {
+  return std::string(BATON_BINARY_DIR) + "/daemon/baton-supervisor";
+}
+
+/// Threads of this process now.
+long thread_count() {
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);)
+    if (line.rfind("Threads:", 0) == 0) return std::stol(line.substr(8));
+  return -1;
+}
+
+TEST_F(command_job, a_spawned_supervisor_runs_the_command_and_reports_its_status_and_output) {
+  command_options o = cmd({"/bin/sh", "-c", "readlink /proc/$PPID/exe >&2; exit 3"}, {}, 2s);
+  o.supervisor = supervisor_program();
+  auto job = make_command_job(o);
+  run_report report;
+  report.output_tail_limit = 4096;
+  auto ctx = context("spawned");
+  ctx.report = &report;
+  try {
+    job(ctx);
+    FAIL() << "no exception";
+  } catch (const command_error& e) {
+    EXPECT_NE(std::string(e.what()).find("exited with status 3"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(report.exit_status, std::optional<int>(3));
+  // The command's parent is the supervisor program, not a fork of this process.
+  EXPECT_NE(report.output_tail.find("baton-supervisor"), std::string::npos) << report.output_tail;
+}
+
+TEST_F(command_job, a_spawned_supervisor_ends_what_the_command_left_behind) {
+  const auto pid_file = dir_ + "/spawned-leftover.pid";
+  command_options o =
+      cmd({"/bin/sh", "-c", "setsid -f sleep 30; sleep 30 & echo $! > '" + pid_file + "'"}, {}, 2s);
+  o.supervisor = supervisor_program();
+  make_command_job(o)(context("spawned-leftover"));
+  const pid_t leftover = read_pid(pid_file);
+  ASSERT_GT(leftover, 0);
+  EXPECT_TRUE(test::wait_until([&] { return !alive(leftover); }, 5s));
+  EXPECT_TRUE(sink_->contains("killed processes left behind")) << sink_->dump();
+}
+
+TEST_F(command_job, async_runs_hold_no_thread_each_and_end_on_a_stop_request) {
+  constexpr int runs = 40;
+  const long threads_before = thread_count();
+  std::vector<std::stop_source> stops(runs);
+  std::vector<std::promise<std::exception_ptr>> ended(runs);
+  for (int i = 0; i < runs; ++i) {
+    command_options o = cmd(
+        {"/bin/sh", "-c", "echo up > '" + dir_ + "/up-" + std::to_string(i) + "'; exec sleep 60"},
+        {}, 2s);
+    o.supervisor = supervisor_program();
+    auto job = make_async_command_job(o);
+    job(context("async-" + std::to_string(i), stops[i].get_token()),
+        [&ended, i](std::exception_ptr e) { ended[i].set_value(e); });
+  }
+  ASSERT_TRUE(test::wait_until(
+      [&] {
+        for (int i = 0; i < runs; ++i)
+          if (!std::ifstream(dir_ + "/up-" + std::to_string(i))) return false;
+        return true;
+      },
+      30s));
+  // Every command runs now: one thread (the reactor) watches all of them.
+  EXPECT_LE(thread_count(), threads_before + 1);
+  for (auto& s : stops) s.request_stop();
+  for (int i = 0; i < runs; ++i) {
+    auto f = ended[i].get_future();
+    ASSERT_EQ(f.wait_for(30s), std::future_status::ready) << "run " << i;
+    auto e = f.get();
+    ASSERT_TRUE(e) << "run " << i << " did not fail";
+    try {
+      std::rethrow_exception(e);
+    } catch (const command_error& error) {
+      EXPECT_NE(std::string(error.what()).find("killed by SIGTERM (stop requested)"),
+                std::string::npos)
+          << error.what();
+    }
+  }
+}
+
+TEST_F(command_job, an_async_run_reports_output_status_and_timeout_like_a_synchronous_one) {
+  command_options o = cmd({"/bin/sh", "-c", "echo out; echo err >&2; exit 4"}, {}, 2s);
+  auto job = make_async_command_job(o);  // the supervisor as found (here: forked)
+  run_report report;
+  report.output_tail_limit = 4096;
+  auto ctx = context("async-status");
+  ctx.report = &report;
+  std::promise<std::exception_ptr> ended;
+  job(ctx, [&](std::exception_ptr e) { ended.set_value(e); });
+  auto f = ended.get_future();
+  ASSERT_EQ(f.wait_for(30s), std::future_status::ready);
+  EXPECT_TRUE(f.get());
+  EXPECT_EQ(report.exit_status, std::optional<int>(4));
+  EXPECT_EQ(report.output_tail, "err\n");
+  EXPECT_TRUE(sink_->has_line("[async-status] stdout: out")) << sink_->dump();
+
+  // A timeout: the deadline passes while the command runs.
+  auto slow = make_async_command_job(cmd({"/bin/sh", "-c", "exec sleep 60"}, {}, 2s));
+  auto timed = context("async-timeout");
+  timed.deadline = steady::now() + 200ms;
+  std::promise<std::exception_ptr> timed_out;
+  slow(timed, [&](std::exception_ptr e) { timed_out.set_value(e); });
+  auto g = timed_out.get_future();
+  ASSERT_EQ(g.wait_for(30s), std::future_status::ready);
+  try {
+    std::rethrow_exception(g.get());
+  } catch (const command_error& error) {
+    EXPECT_NE(std::string(error.what()).find("(timeout)"), std::string::npos) << error.what();
+  }
+}
+
 }  // namespace
 }  // namespace baton

@@ -12,6 +12,7 @@
 #include <atomic>
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <map>
 #include <optional>
@@ -20,6 +21,8 @@
 #include <string>
 #include <vector>
 
+#include "baton/backends/factory.hpp"
+#include "baton/mutex/runtime.hpp"
 #include "support/daemon.hpp"
 #include "support/env.hpp"
 #include "support/process.hpp"
@@ -497,6 +500,55 @@ TEST(daemon_job_output, a_run_logs_at_most_log_output_per_stream_and_says_what_i
   EXPECT_THAT(log, Not(HasSubstr("[quiet] stdout: hello")));
   EXPECT_THAT(log, HasSubstr("[quiet] stdout of the run: 6 bytes, 0 logged, 6 dropped "
                              "(log_output 0B)\n"));
+}
+
+// Issue 19: the daemon's threads do not grow with the commands running at once (a pool thread
+// only starts a run; one thread watches them all), and a stop releases every lease it holds.
+TEST(daemon_scale,
+     many_commands_running_at_once_need_no_thread_each_and_stop_releases_every_lease) {
+  constexpr std::size_t schedules = 120;
+  const fs::path dir = baton::test::temp_dir("many-runs");
+  const fs::path db = dir / "t.db";
+  const std::string mark = unique("many-runs");
+  std::string list;
+  for (std::size_t i = 0; i < schedules; ++i)
+    list += std::string(i ? ",\n" : "") + "{\"name\": \"many-" + std::to_string(i) +
+            "\", \"every\": \"1h\", \"command\": [\"/bin/sh\", \"-c\", \"exec sleep 60\"], "
+            "\"env\": {\"BATON_MANY_MARK\": " +
+            json_string(mark) + "}}";
+  write_file(dir / "baton.json",
+             "{\"backend\": {\"type\": \"sqlite\", \"path\": " + json_string(db.string()) +
+                 "},\n \"schedules\": [" + list + "]}\n");
+  process daemon({daemon_path(), "run", "--config", (dir / "baton.json").string()}, dir / "out",
+                 dir / "err");
+  // Every schedule fires at once on acquisition (every 1h, no initial delay): 120 sleeps.
+  auto sleeping = [&] {
+    std::size_t n = 0;
+    for (pid_t pid : baton::test::processes_with_env("BATON_MANY_MARK=" + mark))
+      if (read_file("/proc/" + std::to_string(pid) + "/comm") == "sleep\n") ++n;
+    return n;
+  };
+  ASSERT_TRUE(wait_until([&] { return sleeping() == schedules; }, 60s))
+      << sleeping() << " running\n"
+      << read_file(dir / "err");
+  long threads = 0;
+  {
+    std::ifstream status("/proc/" + std::to_string(daemon.pid()) + "/status");
+    for (std::string line; std::getline(status, line);)
+      if (line.rfind("Threads:", 0) == 0) threads = std::stol(line.substr(8));
+  }
+  EXPECT_GT(threads, 0);
+  EXPECT_LE(threads, 32) << "threads with " << schedules << " commands running at once";
+
+  daemon.signal(SIGTERM);
+  ASSERT_EQ(daemon.wait_exit(60s), std::optional<int>(0)) << read_file(dir / "err");
+  EXPECT_TRUE(wait_until([&] { return sleeping() == 0; }, 10s));
+  baton::runtime rt;
+  auto backend = baton::make_backend({"sqlite", {{"path", db.string()}}}, rt);
+  int held = 0;
+  for (std::size_t i = 0; i < schedules; ++i)
+    if (!backend->read_owner("many-" + std::to_string(i)).owner_id.empty()) ++held;
+  EXPECT_EQ(held, 0) << "leases still held after the daemon stopped\n" << read_file(dir / "err");
 }
 
 }  // namespace

@@ -6,8 +6,10 @@
 
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
 #include <mutex>
 #include <stdexcept>
+#include <thread>
 
 #include "baton/jobs/command_job.hpp"
 #include "baton/mutex/backend.hpp"
@@ -326,6 +328,67 @@ TEST_F(scheduler_records, unknown_schedule_names_are_refused_listing_the_known_o
   }
   EXPECT_THROW(a.trigger("nope"), std::invalid_argument);
   EXPECT_THROW(a.history("nope", 5), std::invalid_argument);
+}
+
+TEST_F(scheduler_records, an_async_command_job_is_recorded_like_a_synchronous_one) {
+  scheduler a(backend_, rt_, scheduler_options{2, std::nullopt, "node-a", nullptr});
+  command_options cmd;
+  cmd.argv = {"sh", "-c", "echo oops >&2; exit 3"};
+  auto s = every(300ms, nullptr);
+  s.async_job = make_async_command_job(cmd);
+  a.add(std::move(s));
+  a.start();
+  ASSERT_TRUE(test::wait_until([&] { return !history().empty(); }, 10s));
+  const auto r = history().front();
+  EXPECT_EQ(r.outcome, run_outcome::failed);
+  EXPECT_EQ(r.exit_status, std::optional<int>(3));
+  EXPECT_EQ(r.output, "oops\n");
+  EXPECT_NE(r.error.find("exited with status 3"), std::string::npos) << r.error;
+  a.stop(1s);
+}
+
+TEST_F(scheduler_records, stop_asks_a_running_async_job_to_stop_and_the_scheduler_waits_for_it) {
+  std::atomic<bool> called_back{false};
+  {
+    scheduler a(backend_, rt_, scheduler_options{2, std::nullopt, "node-a", nullptr});
+    auto s = hourly(nullptr);
+    // Ends from a thread of its own, once asked to stop.
+    s.async_job = [&](const job_context& ctx, std::function<void(std::exception_ptr)> done) {
+      std::thread([stop = ctx.stop, done = std::move(done), &called_back] {
+        std::condition_variable_any cv;
+        std::mutex m;
+        std::unique_lock lock(m);
+        cv.wait(lock, stop, [] { return false; });
+        lock.unlock();
+        std::this_thread::sleep_for(50ms);
+        called_back = true;
+        done(nullptr);
+      }).detach();
+    };
+    a.add(std::move(s));
+    a.start();
+    ASSERT_TRUE(test::wait_until([&] { return a.status().at(0).running; }, 10s));
+    a.stop(5s);
+    EXPECT_TRUE(called_back.load());
+    EXPECT_FALSE(a.status().at(0).running);
+  }
+  const auto h = history();
+  ASSERT_FALSE(h.empty());
+  EXPECT_EQ(h.front().outcome, run_outcome::lost_lease) << h.front().error;
+}
+
+TEST_F(scheduler_records, an_async_job_that_cannot_start_is_a_failed_run) {
+  scheduler a(backend_, rt_, scheduler_options{2, std::nullopt, "node-a", nullptr});
+  auto s = hourly(nullptr);
+  s.async_job = [](const job_context&, std::function<void(std::exception_ptr)>) {
+    throw std::runtime_error("cannot start");
+  };
+  a.add(std::move(s));
+  a.start();
+  ASSERT_TRUE(test::wait_until([&] { return !history().empty(); }, 10s));
+  EXPECT_EQ(history().front().outcome, run_outcome::failed);
+  EXPECT_EQ(history().front().error, "cannot start");
+  a.stop(1s);
 }
 
 }  // namespace

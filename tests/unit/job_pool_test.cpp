@@ -3,7 +3,9 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <future>
 #include <mutex>
+#include <thread>
 
 #include "baton/scheduler/detail/job_pool.hpp"
 #include "support/env.hpp"
@@ -99,4 +101,29 @@ TEST(job_pool, a_throwing_job_does_not_end_the_pool) {
   std::atomic<bool> done{false};
   pool.post([&] { done = true; });
   ASSERT_TRUE(baton::test::wait_until([&] { return done.load(); }, 5s));
+}
+
+TEST(job_pool, join_waits_for_every_held_asynchronous_job) {
+  baton::detail::job_pool pool(2);
+  pool.hold();  // a job started from a pool thread that ends elsewhere
+  auto joined = std::async(std::launch::async, [&] { pool.join(); });
+  EXPECT_EQ(joined.wait_for(200ms), std::future_status::timeout);
+  pool.release();
+  EXPECT_EQ(joined.wait_for(5s), std::future_status::ready);
+}
+
+TEST(job_pool, no_idle_thread_ends_while_an_asynchronous_job_runs) {
+  // A process a job started from a thread gets its parent-death signal when that thread ends.
+  baton::detail::job_pool pool(2, 20ms);
+  std::atomic<bool> started{false};
+  pool.post([&] {
+    pool.hold();
+    started = true;
+  });
+  ASSERT_TRUE(baton::test::wait_until([&] { return started.load(); }, 5s));
+  // Many idle_exit periods later the thread is still there.
+  std::this_thread::sleep_for(200ms);
+  EXPECT_EQ(pool.threads(), 1u);
+  pool.release();
+  ASSERT_TRUE(baton::test::wait_until([&] { return pool.threads() == 0; }, 5s));
 }

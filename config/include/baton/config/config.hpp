@@ -240,12 +240,21 @@ daemon_config parse_config(std::string_view text, const std::string& source,
 daemon_config load_config(const std::filesystem::path& file, const env_lookup& env = {},
                           const config_limits& limits = {});
 
-/// The scheduler-wide options: the global lease over `backend_defaults`, `contender_id` as given.
+/// Most job-pool threads of the daemon's scheduler: the CPUs, at least 2. Its jobs are
+/// asynchronous command jobs: a pool thread only starts a run (its supervisor), one thread watches
+/// every running command, so a few threads serve any number of schedules and runs at once; more
+/// threads than CPUs would only take CPU from the io threads that renew the leases.
+unsigned daemon_job_threads();
+
+/// The scheduler-wide options: the global lease over `backend_defaults`, `contender_id` as given;
+/// job_threads: min(schedules, daemon_job_threads()).
 scheduler_options make_scheduler_options(const daemon_config& config,
                                          const contend_options& backend_defaults,
                                          std::string contender_id = {});
 
-/// The scheduler options of `s`, with a command job (make_command_job) running its command.
+/// The scheduler options of `s`, with a command job running its command: `async_job` (what the
+/// scheduler runs, make_async_command_job) and the same as the synchronous `job`
+/// (make_command_job).
 schedule_options make_schedule_options(const daemon_config& config, const schedule_config& s,
                                        const contend_options& backend_defaults);
 

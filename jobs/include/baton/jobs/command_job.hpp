@@ -39,7 +39,17 @@ struct command_options {
   std::optional<std::string> user;
   /// Run with this primary group (name or numeric id). Needs root unless it is the daemon's own.
   std::optional<std::string> group;
+  /// The per-run supervisor program (`baton-supervisor`, installed beside the daemon), started
+  /// with posix_spawn(): a run then costs the same however large this process is. nullopt: look
+  /// it up beside this process's executable (`<dir>/baton-supervisor`, then
+  /// `<dir>/../libexec/baton/baton-supervisor`); empty, or not found: fork() this process into
+  /// the supervisor instead (a copy of its page tables per run, which grows with its size).
+  std::optional<std::string> supervisor;
 };
+
+/// The supervisor program make_command_job() uses when command_options::supervisor is unset:
+/// found beside this process's executable (see there), or empty (the supervisor is forked).
+const std::string& default_supervisor_program();
 
 /// The identity a command runs as: resolved from command_options::user and ::group.
 struct command_identity {
@@ -78,5 +88,11 @@ class command_error : public std::runtime_error {
 /// fails (not found, exec error, non-zero exit, signal); the status is the command's own. Throws
 /// std::invalid_argument here for an empty argv, a negative kill_grace or an unknown user/group.
 job_function make_command_job(command_options opts);
+
+/// The same job, asynchronous: the call starts the run (its supervisor) and returns; one thread
+/// of the process (epoll) watches every such run — output, reports, stop requests, timeouts —
+/// and calls `done` when it has ended, with the command_error the synchronous job would throw.
+/// So a thousand commands running at once need no thread each. Throws like make_command_job().
+async_job_function make_async_command_job(command_options opts);
 
 }  // namespace baton

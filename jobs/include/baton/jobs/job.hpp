@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <optional>
 #include <stop_token>
@@ -42,5 +43,13 @@ struct job_context {
 
 /// A job. It may throw: the exception is logged and counted as a failed run, never propagated.
 using job_function = std::function<void(const job_context&)>;
+
+/// An asynchronous job: starts the run and returns, then calls `done` exactly once, from any
+/// thread, when the run has ended (a null exception_ptr: succeeded; else why it failed). The
+/// context (and the run_report it points to) stays valid until then. A job that cannot start
+/// throws from the call instead, and `done` is not called. Lets a process run many jobs at once
+/// on few threads (the daemon's command jobs).
+using async_job_function =
+    std::function<void(const job_context&, std::function<void(std::exception_ptr)> done)>;
 
 }  // namespace baton

@@ -29,6 +29,10 @@ struct schedule_options {
   std::string name;  ///< also the mutex name: [A-Za-z0-9._-]{1,128}
   trigger when;
   job_function job;
+  /// Instead of `job` when set: an asynchronous job (the daemon's command jobs). A job-pool
+  /// thread only starts the run; the job calls back when it has ended, so runs that last hold
+  /// no thread.
+  async_job_function async_job;
   /// Lease of this schedule's mutex; else the scheduler's (scheduler_options::lease, else the
   /// backend's default_options()).
   std::optional<contend_options> lease;
@@ -88,7 +92,8 @@ schedule_check check(const schedule_options& s, const contend_options& fallback_
 /// Settings shared by every schedule of a scheduler.
 struct scheduler_options {
   /// Most threads of the job pool (jobs never run on io threads). Threads start only when a job
-  /// comes and all are busy, and end after a minute idle.
+  /// comes and all are busy, and end after a minute idle. A run of an async_job holds a thread
+  /// only while it starts.
   unsigned job_threads = 4;
   std::optional<contend_options> lease;  ///< default lease for schedules without their own
   std::string contender_id;              ///< this node; empty = make_contender_id()

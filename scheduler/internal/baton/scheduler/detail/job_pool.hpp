@@ -28,8 +28,14 @@ class job_pool {
   /// else as soon as a thread is free. An exception from a job is swallowed (jobs catch their
   /// own). After join() a job is dropped.
   void post(std::function<void()> job);
-  /// Runs what is queued, then ends and joins every thread. Idempotent; never throws.
+  /// Runs what is queued, waits until every hold() was released, then ends and joins every
+  /// thread. Idempotent; never throws.
   void join() noexcept;
+  /// An asynchronous job is running (started from a pool thread, it ends elsewhere): join()
+  /// waits for the matching release(), and no idle thread ends meanwhile (a process the job
+  /// started from it gets its parent-death signal when that thread ends).
+  void hold();
+  void release();
   /// Raises the most threads to at least `n` (never lowers it).
   void reserve(unsigned n);
   /// Threads now (running a job or idle).
@@ -48,6 +54,7 @@ class job_pool {
   std::vector<std::thread::id> ended_;
   std::size_t running_ = 0;  // threads that have not ended
   std::size_t idle_ = 0;     // of those, waiting for a job
+  std::size_t held_ = 0;     // asynchronous jobs running (hold() without release())
   bool joining_ = false;
 };
 
