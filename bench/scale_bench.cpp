@@ -3,6 +3,8 @@
 //      (baton_scale_child) that it waits for. Once settled, over an idle window it reports
 //      threads, resident memory, CPU, the backend connections it holds, and backend requests
 //      per second (its own, counted in-process, and the server's count for both processes).
+//      Then it stops all of them at once (a graceful stop): how long until every lease is
+//      released, and how many backend requests failed meanwhile.
 //  (b) The daemon (daemon/: build/daemon/baton) with 1,000 schedules that rarely fire: the same
 //      figures.
 // Environment: as bench/run.sh sets it (BATON_TEST_*, BATON_BENCH_BIN, BATON_BENCH_DAEMON,
@@ -32,6 +34,7 @@
 
 #include "baton/backends/factory.hpp"
 #include "baton/mutex/contend_service.hpp"
+#include "baton/mutex/metrics.hpp"
 #include "baton/mutex/stats.hpp"
 #include "common.hpp"
 
@@ -165,6 +168,15 @@ std::optional<double> server_requests(const std::string& type) {
   return std::nullopt;
 }
 
+// Requests of backend `type` that failed so far in this process (every kind).
+std::uint64_t backend_failures(const std::string& type) {
+  std::uint64_t n = 0;
+  for (const auto& m : baton::backend_metrics_snapshot())
+    if (m.type == type)
+      for (const auto& [kind, count] : m.errors) n += count;
+  return n;
+}
+
 struct counting final : baton::mutex_contender {
   std::atomic<long> owned{0};
   void on_acquired(const baton::mutex_state&) override { ++owned; }
@@ -281,11 +293,26 @@ void run_mutexes(const std::string& type, long total, std::chrono::seconds windo
   if (owned_after != total - half)
     std::cerr << "scale " << type << ": WARNING owned " << owned_after
               << " at the end of the window\n";
+  // A graceful stop of everything at once: every owned lease released, every waiter leaves
+  // its queue. How long until all are done, and how many backend requests failed meanwhile
+  // (a failed release leaves a lease for others to wait out).
+  const auto failures_before = backend_failures(type);
+  const auto t_stop = steady::now();
   auto stopped = std::make_shared<std::atomic<long>>(0);
   for (auto& s : services) s->stop([stopped] { ++*stopped; });
-  const auto stop_deadline = steady::now() + 60s;
-  while (stopped->load() < total && steady::now() < stop_deadline)
-    std::this_thread::sleep_for(10ms);
+  const auto stop_deadline = steady::now() + 120s;
+  while (stopped->load() < total && steady::now() < stop_deadline) std::this_thread::sleep_for(1ms);
+  const double stop_s = std::chrono::duration<double>(steady::now() - t_stop).count();
+  const auto failed = backend_failures(type) - failures_before;
+  std::cerr << "scale " << type << ": stopped " << stopped->load() << " of " << total << " ("
+            << owned_after << " owned) in " << stop_s << " s; " << failed
+            << " backend requests failed\n";
+  const std::map<std::string, std::string> stop_extra{{"mutexes", std::to_string(total)},
+                                                      {"owned", std::to_string(owned_after)},
+                                                      {"stopped", std::to_string(stopped->load())}};
+  bb::emit_value("scale_mutexes_stop", type, "baton", "s", stop_s, stop_extra);
+  bb::emit_value("scale_mutexes_stop_failures", type, "baton", "failed requests",
+                 static_cast<double>(failed), stop_extra);
   holder.close_stdin();  // asks it to stop
   holder.wait_exit(30s);
 }
