@@ -1193,6 +1193,28 @@ struct owned_counter final : baton::mutex_contender {
 
 }  // namespace
 
+TEST_F(redis_test, hundreds_of_commands_at_once_are_all_answered_in_order) {
+  // More commands than may be on the wire at once: the rest wait in the connection's backlog
+  // and go out in order as replies come in; every one is answered.
+  constexpr int n = 1000;
+  const auto name = unique_name("backlog");
+  auto a = acquire(name, "a", 20'000ms, 20'000ms);
+  ASSERT_TRUE(a.grant.owner.is("a"));
+  std::vector<std::future<std::error_code>> writes;
+  for (int i = 0; i < n; ++i) {
+    auto p = std::make_shared<std::promise<std::error_code>>();
+    writes.push_back(p->get_future());
+    store().async_write_state(name, "a", a.grant.owner.fence, std::to_string(i),
+                              [p](std::error_code ec) { p->set_value(ec); });
+  }
+  for (int i = 0; i < n; ++i) {
+    ASSERT_EQ(writes[i].wait_for(15s), std::future_status::ready) << i;
+    EXPECT_FALSE(writes[i].get()) << i;
+  }
+  EXPECT_EQ(raw_->run({"GET", "baton:{" + name + "}:state"}), std::to_string(n - 1))
+      << "written in the order issued";
+}
+
 TEST_F(redis_test, a_graceful_stop_releases_thousands_of_leases_at_once) {
   // Thousands of acquires at start and releases at stop are queued at once on the one command
   // connection: the time they wait behind each other must not count as the server being slow

@@ -297,6 +297,11 @@ void connection::send(std::vector<std::string> args, reply_handler handler,
     backlog_.push_back({std::move(args), std::move(handler), timeout});
     return;
   }
+  transmit(std::move(args), std::move(handler), timeout);
+}
+
+void connection::transmit(std::vector<std::string> args, reply_handler handler,
+                          std::chrono::milliseconds timeout) {
   const auto id = next_id_++;
   const auto sent = steady::now();
   if (!send_raw(args, &connection::on_reply,
@@ -315,7 +320,7 @@ void connection::send_backlog() {
          pending_.size() < std::max<std::size_t>(options_.max_in_flight, 1)) {
     auto w = std::move(backlog_.front());
     backlog_.pop_front();
-    send(std::move(w.args), std::move(w.handler), w.timeout);
+    transmit(std::move(w.args), std::move(w.handler), w.timeout);
   }
 }
 

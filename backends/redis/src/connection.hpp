@@ -134,7 +134,10 @@ class connection : public std::enable_shared_from_this<connection> {
   /// class comment), or puts it in the backlog when max_in_flight are on the wire.
   void send(std::vector<std::string> args, reply_handler handler,
             std::chrono::milliseconds timeout);
-  /// Sends from the backlog while there is room on the wire.
+  /// Puts a command on the wire (send() checked there is room).
+  void transmit(std::vector<std::string> args, reply_handler handler,
+                std::chrono::milliseconds timeout);
+  /// Sends from the backlog, oldest first, while there is room on the wire.
   void send_backlog();
   /// When the oldest command on the wire times out.
   std::chrono::steady_clock::time_point head_deadline() const;
