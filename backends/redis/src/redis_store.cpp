@@ -389,11 +389,15 @@ class store_core : public std::enable_shared_from_this<store_core> {
   // contender asked, so waiting only shortens it on paper. Everything else goes at once.
   static constexpr milliseconds renewal_linger{50};
 
+  // Renewals and releases go before everything else (a renewal that waits too long costs a
+  // lease; a waiter's request that waits only waits): with 100,000 mutexes the queue can hold
+  // seconds of work right after a start.
   void enqueue(lease_op op) {
     on_strand([op = std::move(op)](store_core& self) mutable {
       const bool renewal = self.is_renewal(op);
-      self.queue_.push_back(std::move(op));
-      if (renewal && self.queue_.size() < max_batch)
+      auto& queue = renewal || op.kind == op_kind::release ? self.urgent_ : self.queue_;
+      queue.push_back(std::move(op));
+      if (renewal && self.urgent_.size() + self.queue_.size() < max_batch)
         self.linger();
       else
         self.flush();
@@ -424,11 +428,13 @@ class store_core : public std::enable_shared_from_this<store_core> {
   void flush() {
     if (flushing_) return;  // a completion inside send_batch(): the loop below goes on
     flushing_ = true;
-    while (batches_in_flight_ < max_batches_in_flight && !queue_.empty()) {
-      const auto n = std::min(queue_.size(), max_batch);
-      std::vector<lease_op> batch(std::make_move_iterator(queue_.begin()),
-                                  std::make_move_iterator(queue_.begin() + n));
-      queue_.erase(queue_.begin(), queue_.begin() + n);
+    while (batches_in_flight_ < max_batches_in_flight && (!urgent_.empty() || !queue_.empty())) {
+      std::vector<lease_op> batch;
+      for (auto* queue : {&urgent_, &queue_}) {
+        const auto n = std::min(queue->size(), max_batch - batch.size());
+        std::move(queue->begin(), queue->begin() + n, std::back_inserter(batch));
+        queue->erase(queue->begin(), queue->begin() + n);
+      }
       send_batch(std::move(batch));
     }
     flushing_ = false;
@@ -486,7 +492,7 @@ class store_core : public std::enable_shared_from_this<store_core> {
 
   // The keys and arguments of one request, as its script takes them.
   void build(lease_op& op, std::vector<std::string>& keys, std::vector<std::string>& args) {
-    auto k = this->keys(op.name);
+    const auto k = lease_keys(op.name);
     switch (op.kind) {
       case op_kind::read:
         keys = {k.owner, k.fence, k.handoff};
@@ -702,6 +708,25 @@ class store_core : public std::enable_shared_from_this<store_core> {
                        [self = shared_from_this(), f = std::move(f)]() mutable { f(*self); });
   }
 
+  // The keys and channels a lease request uses (keys() builds every one of a mutex).
+  struct lease_key_set {
+    std::string owner, fence, queue, alive, handoff, wake_prefix, events;
+  };
+  lease_key_set lease_keys(const std::string& name) const {
+    std::string base;
+    base.reserve(settings_.key_prefix.size() + name.size() + 2);
+    base.append(settings_.key_prefix).append("{").append(name).append("}");
+    lease_key_set k{{},
+                    base + ":fence",
+                    base + ":queue",
+                    base + ":alive",
+                    base + ":handoff",
+                    base + ":wake:",
+                    base + ":events"};
+    k.owner = std::move(base);
+    return k;
+  }
+
   mutex_keys keys(const std::string& name) const {
     const std::string base = settings_.key_prefix + "{" + name + "}";
     return {base,
@@ -891,7 +916,7 @@ class store_core : public std::enable_shared_from_this<store_core> {
   }
 
   void add_watch(std::uint64_t handle, const std::string& channel, std::function<void()> wake) {
-    watchers_[handle] = watcher{channel, std::move(wake)};
+    watchers_[handle] = watcher{channel, std::move(wake), {}};
     auto& ch = channels_[channel];
     ch.handles.insert(handle);
     if (!ch.subscribed && !ch.unsubscribing) ch.subscribed = subscriber_->subscribe(channel);
@@ -982,7 +1007,8 @@ class store_core : public std::enable_shared_from_this<store_core> {
   // "name\nid" of releases that failed: that contender's next acquire is a new ownership.
   std::set<std::string> failed_releases_;
   // Lease requests not yet sent (flush()), and calls of them on the wire.
-  std::deque<lease_op> queue_;
+  std::deque<lease_op> urgent_;  // renewals and releases
+  std::deque<lease_op> queue_;   // the rest
   std::size_t batches_in_flight_ = 0;
   bool flushing_ = false;
   boost::asio::steady_timer linger_timer_{strand_};
