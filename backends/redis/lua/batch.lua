@@ -20,8 +20,12 @@ local function check_op(keys, args)
   local now = record[6]
   local refreshed = false
   for i = 1, #args, 2 do
-    local until_ms = string.format('%.0f', now + tonumber(args[i + 1]))
-    if redis.call('ZADD', keys[5], 'XX', 'GT', 'CH', until_ms, args[i]) == 1 then
+    -- Only once half its horizon has passed (a check comes every lease; a write each time
+    -- would cost more than the check).
+    local horizon = tonumber(args[i + 1])
+    local score = tonumber(redis.call('ZSCORE', keys[5], args[i]))
+    if score and score < now + horizon / 2 then
+      redis.call('ZADD', keys[5], 'XX', 'GT', string.format('%.0f', now + horizon), args[i])
       refreshed = true
     end
   end
