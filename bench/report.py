@@ -70,7 +70,7 @@ def handover(res):
     for b in BACKENDS:
         r, f = res.get("handover", b), res.get("handover", b, "floor")
         if not r:
-            rows.append([b, "not measured"] + [""] * 6)
+            rows.append([b, "not measured"] + [""] * 8)
             continue
         ratio = r["median"] / f["median"] if f and f["median"] else None
         if f and "target_ms" in f:  # SQL: poll_interval + 2 statement round trips
@@ -172,7 +172,7 @@ def scale(res, part):
         fig = "scale_" + part
         t = res.get(fig + "_threads", b)
         if not t:
-            rows.append([b, "not measured"] + [""] * 6)
+            rows.append([b, "not measured"] + [""] * 8)
             continue
         row = [b]
         for suffix in ("threads", "rss", "idle_cpu"):
@@ -199,10 +199,14 @@ def scale(res, part):
         row.append(num(own["median"]) if own else "-")
         row.append(num(srv["median"]) if srv else "-")
         row.append(t.get("all_owned_after_s", "-")[:5] if t.get("all_owned_after_s") else "-")
+        stop = res.get(fig + "_stop", b)
+        failed = res.get(fig + "_stop_failures", b)
+        row.append(num(stop["median"]) if stop else "-")
+        row.append(num(failed["median"]) if failed else "-")
         rows.append(row)
     header = ["backend", "threads", "resident MiB", "idle CPU %", "backend connections",
               "requests/s (this process)", "requests/s (server, all clients)",
-              "settled after s"]
+              "settled after s", "stop all s", "requests failed at stop"]
     return table(header, rows), misses
 
 

@@ -3,10 +3,10 @@
 //      (baton_scale_child) that it waits for. Once settled, over an idle window it reports
 //      threads, resident memory, CPU, the backend connections it holds, and backend requests
 //      per second (its own, counted in-process, and the server's count for both processes).
+//      Then it stops all of them at once (a graceful stop): how long until every lease is
+//      released, and how many backend requests failed meanwhile.
 //  (b) The daemon (daemon/: build/daemon/baton) with 1,000 schedules that rarely fire: the same
 //      figures.
-//  After the window it stops every service at once and reports the time until all released and
-//  the failed backend requests meanwhile (scale_mutexes_release_s, _release_failures).
 // Environment: as bench/run.sh sets it (BATON_TEST_*, BATON_BENCH_BIN, BATON_BENCH_DAEMON,
 // BATON_BENCH_QUICK, BATON_BENCH_BACKENDS; BATON_SCALE_MUTEXES overrides 10,000).
 #include <arpa/inet.h>
@@ -168,8 +168,8 @@ std::optional<double> server_requests(const std::string& type) {
   return std::nullopt;
 }
 
-// Failed requests of backend `type` so far (all kinds).
-std::uint64_t backend_errors(const std::string& type) {
+// Requests of backend `type` that failed so far in this process (every kind).
+std::uint64_t backend_failures(const std::string& type) {
   std::uint64_t n = 0;
   for (const auto& m : baton::backend_metrics_snapshot())
     if (m.type == type)
@@ -293,24 +293,25 @@ void run_mutexes(const std::string& type, long total, std::chrono::seconds windo
   if (owned_after != total - half)
     std::cerr << "scale " << type << ": WARNING owned " << owned_after
               << " at the end of the window\n";
-  // Graceful stop of everything at once: time until every service has released (or given up)
-  // and the failed backend requests meanwhile (a release that timed out, ...).
-  const auto errors0 = backend_errors(type);
+  // A graceful stop of everything at once: every owned lease released, every waiter leaves
+  // its queue. How long until all are done, and how many backend requests failed meanwhile
+  // (a failed release leaves a lease for others to wait out).
+  const auto failures_before = backend_failures(type);
   const auto t_stop = steady::now();
   auto stopped = std::make_shared<std::atomic<long>>(0);
   for (auto& s : services) s->stop([stopped] { ++*stopped; });
   const auto stop_deadline = steady::now() + 120s;
-  while (stopped->load() < total && steady::now() < stop_deadline)
-    std::this_thread::sleep_for(10ms);
-  const double release_s = std::chrono::duration<double>(steady::now() - t_stop).count();
-  const auto failed = backend_errors(type) - errors0;
-  std::cerr << "scale " << type << ": stopped " << stopped->load() << " of " << total << " in "
-            << release_s << " s, " << failed << " failed requests\n";
+  while (stopped->load() < total && steady::now() < stop_deadline) std::this_thread::sleep_for(1ms);
+  const double stop_s = std::chrono::duration<double>(steady::now() - t_stop).count();
+  const auto failed = backend_failures(type) - failures_before;
+  std::cerr << "scale " << type << ": stopped " << stopped->load() << " of " << total << " ("
+            << owned_after << " owned) in " << stop_s << " s; " << failed
+            << " backend requests failed\n";
   const std::map<std::string, std::string> stop_extra{{"mutexes", std::to_string(total)},
                                                       {"owned", std::to_string(owned_after)},
                                                       {"stopped", std::to_string(stopped->load())}};
-  bb::emit_value("scale_mutexes_release_s", type, "baton", "s", release_s, stop_extra);
-  bb::emit_value("scale_mutexes_release_failures", type, "baton", "failed requests",
+  bb::emit_value("scale_mutexes_stop", type, "baton", "s", stop_s, stop_extra);
+  bb::emit_value("scale_mutexes_stop_failures", type, "baton", "failed requests",
                  static_cast<double>(failed), stop_extra);
   holder.close_stdin();  // asks it to stop
   holder.wait_exit(30s);

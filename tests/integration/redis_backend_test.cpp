@@ -27,6 +27,8 @@
 #include "baton/backends/redis/redis_backend.hpp"
 #include "baton/mutex/errc.hpp"
 #include "baton/mutex/locker.hpp"
+#include "baton/mutex/metrics.hpp"
+#include "baton/mutex/stats.hpp"
 #include "support/env.hpp"
 #include "support/lease.hpp"
 #include "support/process.hpp"
@@ -1153,6 +1155,197 @@ TEST(redis_bad_server, a_server_that_never_answers_fails_requests_within_the_tim
     EXPECT_EQ(g.ec, baton::errc::connection_lost) << g.ec.message();
     EXPECT_LT(steady::now() - start, 2s);
   }
+}
+
+// ------------------------------------------------------------------------ batches, flow control
+
+namespace {
+
+// Requests of the Redis backend that failed so far in this process (any kind).
+std::uint64_t redis_failures() {
+  std::uint64_t n = 0;
+  for (const auto& m : baton::backend_metrics_snapshot())
+    if (m.type == "redis")
+      for (const auto& [kind, count] : m.errors) n += count;
+  return n;
+}
+
+// How many of `keys` exist on the server (EXISTS, in chunks).
+long long existing(raw_redis& raw, const std::vector<std::string>& keys) {
+  long long n = 0;
+  for (std::size_t i = 0; i < keys.size(); i += 500) {
+    std::vector<std::string> command{"EXISTS"};
+    for (std::size_t j = i; j < std::min(keys.size(), i + 500); ++j) command.push_back(keys[j]);
+    n += std::stoll(raw.run(command));
+  }
+  return n;
+}
+
+struct owned_counter final : baton::mutex_contender {
+  std::atomic<long> owned{0};
+  std::atomic<long> released{0};
+  void on_acquired(const baton::mutex_state&) override { ++owned; }
+  void on_released(const baton::mutex_state&) override {
+    --owned;
+    ++released;
+  }
+};
+
+}  // namespace
+
+TEST_F(redis_test, hundreds_of_commands_at_once_are_all_answered_in_order) {
+  // More commands than may be on the wire at once: the rest wait in the connection's backlog
+  // and go out in order as replies come in; every one is answered.
+  constexpr int n = 1000;
+  const auto name = unique_name("backlog");
+  auto a = acquire(name, "a", 20'000ms, 20'000ms);
+  ASSERT_TRUE(a.grant.owner.is("a"));
+  std::vector<std::future<std::error_code>> writes;
+  for (int i = 0; i < n; ++i) {
+    auto p = std::make_shared<std::promise<std::error_code>>();
+    writes.push_back(p->get_future());
+    store().async_write_state(name, "a", a.grant.owner.fence, std::to_string(i),
+                              [p](std::error_code ec) { p->set_value(ec); });
+  }
+  for (int i = 0; i < n; ++i) {
+    ASSERT_EQ(writes[i].wait_for(15s), std::future_status::ready) << i;
+    EXPECT_FALSE(writes[i].get()) << i;
+  }
+  EXPECT_EQ(raw_->run({"GET", "baton:{" + name + "}:state"}), std::to_string(n - 1))
+      << "written in the order issued";
+}
+
+TEST_F(redis_test, a_graceful_stop_releases_thousands_of_leases_at_once) {
+  // Thousands of acquires at start and releases at stop are queued at once on the one command
+  // connection: the time they wait behind each other must not count as the server being slow
+  // (a short command_timeout makes that visible), and every lease is released.
+  constexpr int n = 5000;
+  baton::runtime rt;
+  auto backend =
+      baton::backends::redis::make_backend(redis_config(url_, {{"command_timeout", "300ms"}}), rt);
+  const auto prefix = unique_name("many") + "-";
+  auto who = std::make_shared<owned_counter>();
+  const auto failures_before = redis_failures();
+  std::vector<std::shared_ptr<baton::contend_service>> services;
+  std::vector<std::string> keys;
+  for (int i = 0; i < n; ++i) {
+    const auto name = prefix + std::to_string(i);
+    keys.push_back("baton:{" + name + "}");
+    services.push_back(
+        backend->make_contend_service(name, who, baton::test::lease_options(10'000ms)));
+    services.back()->start();
+  }
+  ASSERT_TRUE(baton::test::wait_until([&] { return who->owned.load() == n; }, 120s))
+      << "owned " << who->owned.load() << " of " << n;
+  EXPECT_EQ(existing(*raw_, keys), n);
+
+  auto stopped = std::make_shared<std::atomic<int>>(0);
+  for (auto& s : services) s->stop([stopped] { ++*stopped; });
+  ASSERT_TRUE(baton::test::wait_until([&] { return stopped->load() == n; }, 120s))
+      << "stopped " << stopped->load() << " of " << n;
+  EXPECT_EQ(existing(*raw_, keys), 0) << "every lease is released, none left to lapse";
+  EXPECT_EQ(redis_failures(), failures_before) << "no request failed or timed out";
+}
+
+TEST_F(redis_test, a_batch_of_renewals_does_not_extend_a_lost_lease) {
+  // Renewals queued together go to Redis in one call (a paused server holds the first ones,
+  // so the rest pile up in one batch). Each gets its own result: a lease that another owner
+  // took is reported with that owner and left alone; one whose key is gone is taken anew with
+  // a new fence (as a renewal alone would); the others are renewed with their fence kept.
+  constexpr int n = 40;
+  const auto prefix = unique_name("batch") + "-";
+  std::vector<std::string> names;
+  std::vector<grant_result> first;
+  for (int i = 0; i < n; ++i) {
+    names.push_back(prefix + std::to_string(i));
+    first.push_back(acquire(names.back(), "a", 20'000ms, 20'000ms));
+    ASSERT_TRUE(first.back().grant.owner.is("a"));
+  }
+  const int taken = 7, gone = 23;
+  const auto taken_key = "baton:{" + names[taken] + "}";
+  raw_->run({"HSET", taken_key, "id", "intruder", "fence", "999"});
+  const auto taken_record = raw_->run({"HGETALL", taken_key});
+  const auto taken_expiry = std::stoll(raw_->run({"PEXPIRETIME", taken_key}));
+  raw_->run({"DEL", "baton:{" + names[gone] + "}"});
+
+  const auto sent_before = baton::backend_requests_sent();
+  std::vector<std::future<grant_result>> renewals;
+  raw_->run({"CLIENT", "PAUSE", "300", "ALL"});
+  for (const auto& name : names) {
+    auto p = std::make_shared<std::promise<grant_result>>();
+    renewals.push_back(p->get_future());
+    store().async_acquire(name, "a", 20'000ms, 20'000ms,
+                          [p](std::error_code ec, baton::lease_grant g) {
+                            p->set_value({ec, std::move(g)});
+                          });
+  }
+  for (int i = 0; i < n; ++i) {
+    ASSERT_EQ(renewals[i].wait_for(15s), std::future_status::ready);
+    auto r = renewals[i].get();
+    ASSERT_FALSE(r.ec) << names[i] << ": " << r.ec.message();
+    if (i == taken) {
+      EXPECT_EQ(r.grant.owner.owner_id, "intruder");
+      EXPECT_EQ(r.grant.owner.fence, 999u);
+    } else if (i == gone) {
+      EXPECT_EQ(r.grant.owner.owner_id, "a");
+      EXPECT_GT(r.grant.owner.fence, first[i].grant.owner.fence) << "a new ownership";
+    } else {
+      EXPECT_EQ(r.grant.owner.owner_id, "a");
+      EXPECT_EQ(r.grant.owner.fence, first[i].grant.owner.fence) << names[i];
+      EXPECT_GE(r.grant.owner.ttl_at, first[i].grant.owner.ttl_at) << names[i];
+    }
+  }
+  // Two calls were on the wire when the server paused; the other renewals went in one more.
+  EXPECT_LE(baton::backend_requests_sent() - sent_before, 3u);
+  EXPECT_EQ(raw_->run({"HGETALL", taken_key}), taken_record) << "not renewed, not taken";
+  EXPECT_EQ(std::stoll(raw_->run({"PEXPIRETIME", taken_key})), taken_expiry);
+  EXPECT_EQ(raw_->run({"ZRANGE", "baton:{" + names[taken] + "}:queue", "0", "-1"}), "a")
+      << "the old owner waits in line, as after a renewal alone";
+}
+
+TEST_F(redis_test, an_owner_among_many_whose_lease_was_taken_sees_it_lost) {
+  // Contend services renewing together: the one whose lease another owner took is told it
+  // lost the mutex (and does not take it back); the others keep theirs.
+  constexpr int n = 200;
+  const auto prefix = unique_name("lost") + "-";
+  std::vector<std::shared_ptr<owned_counter>> who;
+  std::vector<std::shared_ptr<baton::contend_service>> services;
+  for (int i = 0; i < n; ++i) {
+    who.push_back(std::make_shared<owned_counter>());
+    services.push_back(backend_->make_contend_service(prefix + std::to_string(i), who.back(),
+                                                      baton::test::lease_options(1000ms)));
+    services.back()->start();
+  }
+  ASSERT_TRUE(baton::test::wait_until(
+      [&] {
+        return std::all_of(who.begin(), who.end(), [](auto& w) { return w->owned.load() == 1; });
+      },
+      60s));
+  const int victim = 42;
+  const auto key = "baton:{" + prefix + std::to_string(victim) + "}";
+  raw_->run({"HSET", key, "id", "intruder", "fence", "999"});
+  raw_->run({"PEXPIRE", key, "60000"});
+  ASSERT_TRUE(baton::test::wait_until([&] { return who[victim]->released.load() == 1; }, 10s));
+  // Two renewal rounds later: the others still own theirs, the intruder keeps its own.
+  const auto since = server_ms() + 2000;
+  ASSERT_TRUE(baton::test::wait_until(
+      [&] {
+        for (int i = 0; i < n; ++i) {
+          if (i == victim) continue;
+          auto ttl_at = raw_->run({"HGET", "baton:{" + prefix + std::to_string(i) + "}", "ttl_at"});
+          if (ttl_at == "(nil)" || std::stoll(ttl_at) <= since) return false;
+        }
+        return true;
+      },
+      30s));
+  EXPECT_EQ(raw_->run({"HGET", key, "id"}), "intruder");
+  EXPECT_EQ(who[victim]->owned.load(), 0);
+  for (int i = 0; i < n; ++i) {
+    if (i == victim) continue;
+    EXPECT_EQ(who[i]->owned.load(), 1) << i;
+    EXPECT_EQ(who[i]->released.load(), 0) << i;
+  }
+  for (auto& s : services) s->stop_and_wait(10s);
 }
 
 // ------------------------------------------------------------------------------ measurements

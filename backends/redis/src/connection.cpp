@@ -46,6 +46,7 @@ connection::~connection() noexcept {
   // without calling them, then free the context.
   pending_.clear();
   waiting_.clear();
+  backlog_.clear();
   detach();
 }
 
@@ -238,19 +239,20 @@ void connection::became_ready() {
       w.handler(last_error_ ? last_error_ : make_error_code(errc::connection_lost), {});
       continue;
     }
-    send(std::move(w.args), std::move(w.handler), options_.command_timeout);
+    send(std::move(w.args), std::move(w.handler), options_.command_timeout + w.timeout);
   }
   if (state_ == state::ready && on_ready_) on_ready_();
 }
 
-void connection::exec(std::vector<std::string> args, reply_handler handler) {
+void connection::exec(std::vector<std::string> args, reply_handler handler,
+                      std::chrono::milliseconds allowance) {
   switch (state_) {
     case state::ready:
-      send(std::move(args), std::move(handler), options_.command_timeout);
+      send(std::move(args), std::move(handler), options_.command_timeout + allowance);
       return;
     case state::idle:
     case state::connecting:
-      waiting_.push_back({std::move(args), std::move(handler)});
+      waiting_.push_back({std::move(args), std::move(handler), allowance});
       return;
     case state::stopped:
       handler(make_error_code(errc::stopped), {});
@@ -289,6 +291,17 @@ bool connection::send_raw(const std::vector<std::string>& args,
 
 void connection::send(std::vector<std::string> args, reply_handler handler,
                       std::chrono::milliseconds timeout) {
+  if (!backlog_.empty() || pending_.size() >= std::max<std::size_t>(options_.max_in_flight, 1)) {
+    // Flow control: it goes on the wire once earlier commands are answered; until then no
+    // deadline runs for it.
+    backlog_.push_back({std::move(args), std::move(handler), timeout});
+    return;
+  }
+  transmit(std::move(args), std::move(handler), timeout);
+}
+
+void connection::transmit(std::vector<std::string> args, reply_handler handler,
+                          std::chrono::milliseconds timeout) {
   const auto id = next_id_++;
   const auto sent = steady::now();
   if (!send_raw(args, &connection::on_reply,
@@ -297,8 +310,23 @@ void connection::send(std::vector<std::string> args, reply_handler handler,
     handler(make_error_code(errc::connection_lost), {});
     return;
   }
-  pending_.emplace(id, pending{std::move(handler), sent + timeout, args.front(), sent});
+  if (pending_.empty()) last_reply_ = sent;  // the server owes nothing older
+  pending_.emplace(id, pending{std::move(handler), timeout, args.front(), sent});
   arm_timeouts();
+}
+
+void connection::send_backlog() {
+  while (!backlog_.empty() && state_ == state::ready && ctx_ != nullptr &&
+         pending_.size() < std::max<std::size_t>(options_.max_in_flight, 1)) {
+    auto w = std::move(backlog_.front());
+    backlog_.pop_front();
+    transmit(std::move(w.args), std::move(w.handler), w.timeout);
+  }
+}
+
+steady::time_point connection::head_deadline() const {
+  const auto& head = pending_.begin()->second;
+  return std::max(head.sent, last_reply_) + head.timeout;
 }
 
 void connection::on_connect(const redisAsyncContext* ac, int status) {
@@ -344,9 +372,15 @@ void connection::reply_arrived(std::uint64_t id, const void* r) {
   if (r == nullptr && state_ == state::ready) state_ = state::closing;
   auto it = pending_.find(id);
   if (it == pending_.end()) return;  // timed out already
-  record_latency(it->second.sent, steady::now());
+  const auto now = steady::now();
+  record_latency(it->second.sent, now);
   auto handler = std::move(it->second.handler);
   pending_.erase(it);
+  if (r != nullptr) {
+    // The server answers: the next command's deadline counts from here.
+    last_reply_ = now;
+    send_backlog();
+  }
   if (r == nullptr) {
     handler(make_error_code(errc::connection_lost), {});
     return;
@@ -384,8 +418,9 @@ void connection::reconnect_now(const std::string& address, const std::string& wh
 
 void connection::arm_timeouts() {
   if (pending_.empty()) return;
-  auto earliest = steady::time_point::max();
-  for (const auto& [id, p] : pending_) earliest = std::min(earliest, p.deadline);
+  // Only the oldest command can be late: the server answers in order. A timer armed for an
+  // earlier time re-checks then (a reply since only moves the deadline later).
+  const auto earliest = head_deadline();
   if (armed_deadline_ != steady::time_point{} && armed_deadline_ <= earliest) return;
   armed_deadline_ = earliest;
   timeout_timer_.expires_at(earliest);
@@ -399,29 +434,24 @@ void connection::arm_timeouts() {
 void connection::check_timeouts() {
   if (state_ == state::stopped) return;
   const auto now = steady::now();
-  std::vector<pending> expired;
-  for (auto it = pending_.begin(); it != pending_.end();) {
-    if (it->second.deadline <= now) {
-      record_latency(it->second.sent, now);
-      expired.push_back(std::move(it->second));
-      it = pending_.erase(it);
-    } else {
-      ++it;
-    }
-  }
-  if (expired.empty()) {
+  if (pending_.empty()) return;
+  if (head_deadline() > now) {
     arm_timeouts();
     return;
   }
+  auto expired = std::move(pending_.begin()->second);
+  pending_.erase(pending_.begin());
+  record_latency(expired.sent, now);
   // hiredis has no timeouts of its own: a reply that does not come means a dead or stuck
   // connection, and later replies could not be matched any more. Close it and reconnect.
   drop(make_error_code(errc::connection_lost),
        state_ == state::connecting
            ? "not connected and logged in within connect_timeout (" + ms(options_.connect_timeout) +
                  ")"
-           : "no reply to " + expired.front().command + " within command_timeout (" +
-                 ms(options_.command_timeout) + ")");
-  for (auto& p : expired) p.handler(make_error_code(errc::timeout), {});
+           : "no reply to " + expired.command + " within " + ms(expired.timeout) +
+                 " (command_timeout " + ms(options_.command_timeout) + " plus its allowance)" +
+                 " while " + std::to_string(pending_.size() + 1) + " command(s) were on the wire");
+  expired.handler(make_error_code(errc::timeout), {});
 }
 
 void connection::drop(std::error_code ec, const std::string& why) {
@@ -481,6 +511,8 @@ void connection::fail_all(std::error_code ec) {
   pending_.clear();
   auto queued = std::move(waiting_);
   waiting_.clear();
+  for (auto& w : backlog_) queued.push_back(std::move(w));
+  backlog_.clear();
   if (!pending.empty()) {
     const auto now = steady::now();
     for (auto& [id, p] : pending) record_latency(p.sent, now);

@@ -35,6 +35,12 @@ using resolve_handler = std::function<void(std::error_code, endpoint, std::strin
 /// runs on the strand given at construction; call its members only there. A command issued
 /// while the connection is down fails at once (connection_lost, or auth_failed after a refused
 /// login); one issued while connecting waits for the connection, at most connect_timeout.
+///
+/// Flow control: at most `max_in_flight` commands are on the wire; more wait in a local
+/// backlog, in order, with no deadline (time queued behind our own commands says nothing about
+/// the server). Redis answers a connection's commands in order, so only the oldest command on
+/// the wire has a deadline: its timeout counted from when it was sent or from the last reply,
+/// whichever is later. The connection is declared lost only when the server stops answering.
 class connection : public std::enable_shared_from_this<connection> {
  public:
   using strand_type = boost::asio::strand<boost::asio::io_context::executor_type>;
@@ -58,6 +64,8 @@ class connection : public std::enable_shared_from_this<connection> {
     bool require_master = false;
     /// Connection trouble is logged at debug level only (short-lived sentinel queries).
     bool quiet = false;
+    /// Commands on the wire at once; more wait in the backlog (flow control).
+    std::size_t max_in_flight = 64;
   };
 
   connection(strand_type strand, options opts);
@@ -81,7 +89,9 @@ class connection : public std::enable_shared_from_this<connection> {
   /// Closes the connection for good; pending commands fail with errc::stopped.
   void stop() noexcept;
   /// Sends a command (binary-safe arguments). The handler runs on the strand, exactly once.
-  void exec(std::vector<std::string> args, reply_handler handler);
+  /// `allowance` is added to command_timeout for this command (a script that does much work).
+  void exec(std::vector<std::string> args, reply_handler handler,
+            std::chrono::milliseconds allowance = {});
   /// SUBSCRIBE / UNSUBSCRIBE one channel (subscriber role). False when not ready.
   bool subscribe(const std::string& channel);
   bool unsubscribe(const std::string& channel);
@@ -100,13 +110,14 @@ class connection : public std::enable_shared_from_this<connection> {
   enum class state { idle, connecting, ready, closing, backoff, stopped };
   struct pending {
     reply_handler handler;
-    std::chrono::steady_clock::time_point deadline;
+    std::chrono::milliseconds timeout;           // counted from `sent` or the last reply
     std::string command;                         // first argument, for logs
-    std::chrono::steady_clock::time_point sent;  // for the latency metric
+    std::chrono::steady_clock::time_point sent;  // for the latency metric and the deadline
   };
   struct waiting {
     std::vector<std::string> args;
     reply_handler handler;
+    std::chrono::milliseconds timeout{};
   };
 
   static void on_connect(const redisAsyncContext* ac, int status);
@@ -119,9 +130,17 @@ class connection : public std::enable_shared_from_this<connection> {
   void handshake();
   void handshake_failed(std::error_code ec, const std::string& why);
   void became_ready();
-  /// Sends a command that fails with errc::timeout unless answered within `timeout`.
+  /// Sends a command that fails with errc::timeout unless answered within `timeout` (see the
+  /// class comment), or puts it in the backlog when max_in_flight are on the wire.
   void send(std::vector<std::string> args, reply_handler handler,
             std::chrono::milliseconds timeout);
+  /// Puts a command on the wire (send() checked there is room).
+  void transmit(std::vector<std::string> args, reply_handler handler,
+                std::chrono::milliseconds timeout);
+  /// Sends from the backlog, oldest first, while there is room on the wire.
+  void send_backlog();
+  /// When the oldest command on the wire times out.
+  std::chrono::steady_clock::time_point head_deadline() const;
   bool send_raw(const std::vector<std::string>& args,
                 void (*callback)(redisAsyncContext*, void*, void*), void* privdata);
   void reply_arrived(std::uint64_t id, const void* r);
@@ -141,8 +160,10 @@ class connection : public std::enable_shared_from_this<connection> {
   redisAsyncContext* ctx_ = nullptr;
   std::shared_ptr<asio_adapter> adapter_;
   std::uint64_t next_id_ = 1;
-  std::map<std::uint64_t, pending> pending_;
-  std::deque<waiting> waiting_;
+  std::map<std::uint64_t, pending> pending_;  // on the wire, oldest first
+  std::deque<waiting> waiting_;               // issued while connecting
+  std::deque<waiting> backlog_;               // ready, but max_in_flight are on the wire
+  std::chrono::steady_clock::time_point last_reply_{};
   std::vector<std::vector<std::string>> setup_;
   std::function<void(const std::vector<reply>&)> on_setup_;
   std::function<void()> on_ready_;

@@ -37,6 +37,8 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/strand.hpp>
 #include <charconv>
+#include <deque>
+#include <iterator>
 #include <map>
 #include <set>
 
@@ -65,14 +67,25 @@ enum script_id : std::size_t {
   append_history_script,
   write_controls_script,
   read_waiters_script,
+  batch_script,
   script_count
 };
 
 struct script {
   const char* name;
-  const char* text;
+  std::string text;
   std::string sha;  // from SCRIPT LOAD; empty: use EVAL
 };
+
+// batch.lua runs acquire.lua, release.lua and read.lua as functions, each with its own KEYS and
+// ARGV: the very same code as alone, so a request in a batch does exactly what it does alone.
+std::string batch_text() {
+  auto function = [](const char* name, const char* body) {
+    return std::string("local function ") + name + "(KEYS, ARGV)\n" + body + "\nend\n";
+  };
+  return function("acquire_op", lua::acquire) + function("release_op", lua::release) +
+         function("read_op", lua::read) + lua::batch;
+}
 
 // Reads {owner_id, fence, acquired_at, ttl_at, transition_at, now} into `grant`.
 bool parse_grant(const reply& r, lease_grant& grant) {
@@ -121,7 +134,8 @@ class store_core : public std::enable_shared_from_this<store_core> {
                   {"write_state", lua::write_state, {}},
                   {"append_history", lua::append_history, {}},
                   {"write_controls", lua::write_controls, {}},
-                  {"read_waiters", lua::read_waiters, {}}}} {}
+                  {"read_waiters", lua::read_waiters, {}},
+                  {"batch", batch_text(), {}}}} {}
 
   void start() {
     boost::asio::post(strand_, [self = shared_from_this()] { self->start_on_strand(); });
@@ -136,98 +150,36 @@ class store_core : public std::enable_shared_from_this<store_core> {
         if (self->resolver_) self->resolver_->stop();
         self->watchers_.clear();
         self->channels_.clear();
+        self->lapse_timer_.cancel();
+        self->linger_timer_.cancel();
+        // What is still queued fails (errc::stopped) on the stopped connection.
+        self->flush();
+        self->lapse_.clear();
+        self->lapse_due_.clear();
       });
     } catch (const std::exception& e) {
       baton::detail::log().error("redis {}: shutdown: {}", settings_.server.display, e.what());
     }
   }
 
+  // Acquire/renew, release and read go through one queue: whatever is queued together goes to
+  // Redis in one batch.lua call (one request alone: its own script), and at most
+  // max_batches_in_flight calls are on the wire at once (flow control; see flush()).
   void acquire(const std::string& name, const std::string& owner_id, milliseconds ttl,
                milliseconds transition, lease_store::grant_handler handler) {
-    auto k = keys(name);
-    std::vector<std::string> keys{k.owner, k.fence, k.queue, k.alive, k.handoff};
-    std::vector<std::string> args{owner_id,
-                                  std::to_string(ttl.count()),
-                                  std::to_string(transition.count()),
-                                  std::to_string(settings_.handoff_window.count()),
-                                  k.wake_prefix,
-                                  k.events};
-    on_strand([=, keys = std::move(keys), args = std::move(args),
-               handler = std::move(handler)](store_core& self) mutable {
-      // What this process saw last protects the owner when Redis loses its data (acquire.lua).
-      long long seen_until = 0;
-      bool seen_own = false;
-      std::uint64_t min_fence = 0;
-      if (auto seen = self.last_seen_.find(name); seen != self.last_seen_.end()) {
-        if (!seen->second.empty()) {
-          seen_until = seen->second.transition_at.time_since_epoch().count();
-          seen_own = seen->second.owner_id == owner_id;
-        }
-        min_fence = seen->second.fence;
-      }
-      args.push_back(std::to_string(seen_until));
-      args.push_back(seen_own ? "1" : "0");
-      args.push_back(std::to_string(min_fence));
-      // After a failed release the key may still name this contender: not a renewal.
-      const auto released = name + '\n' + owner_id;
-      args.push_back(self.failed_releases_.count(released) ? "1" : "0");
-      // Sentinel mode: the first acquire on each new connection re-seeds the fence counter
-      // from the server's clock (a failover may have lost the old master's last INCRs). A
-      // command that waits for a connection may run on a new master: it re-seeds too.
-      const auto seeded = self.reseeded_.find(name);
-      const bool reseed =
-          self.settings_.sentinel && (!self.command_->ready() || seeded == self.reseeded_.end() ||
-                                      seeded->second != self.master_epoch_);
-      args.push_back(reseed ? "1" : "0");
-      self.eval(acquire_script, std::move(keys), std::move(args),
-                [&self, name, released, reseed, handler = std::move(handler)](std::error_code ec,
-                                                                              reply r) {
-                  self.complete_grant("acquire", name, ec, r,
-                                      [&](std::error_code e, lease_grant g) {
-                                        if (!e) self.failed_releases_.erase(released);
-                                        // The reply came over the current connection.
-                                        if (!e && reseed) self.reseeded_[name] = self.master_epoch_;
-                                        handler(e, std::move(g));
-                                      });
-                });
-    });
+    lease_op op{op_kind::acquire, name, owner_id, ttl, transition, std::move(handler), {}};
+    enqueue(std::move(op));
   }
 
   void release(const std::string& name, const std::string& owner_id,
                lease_store::done_handler handler) {
-    auto k = keys(name);
-    std::vector<std::string> keys{k.owner, k.fence, k.queue, k.alive, k.handoff};
-    std::vector<std::string> args{owner_id, std::to_string(settings_.handoff_window.count()),
-                                  k.wake_prefix, k.events};
-    on_strand([=, keys = std::move(keys), args = std::move(args),
-               handler = std::move(handler)](store_core& self) mutable {
-      self.eval(release_script, std::move(keys), std::move(args),
-                [&self, name, owner_id, handler = std::move(handler)](std::error_code ec, reply r) {
-                  if (!(ec = self.check("release", name, ec, r)) && r.type != reply::kind::integer)
-                    ec = self.unexpected("release", name, r, "an integer");
-                  // Released: no live lease to protect, but keep the fence (a later acquire
-                  // that finds the counter gone knows Redis lost its data).
-                  if (auto seen = self.last_seen_.find(name);
-                      !ec && seen != self.last_seen_.end() && seen->second.owner_id == owner_id)
-                    seen->second.owner_id.clear();
-                  if (ec)
-                    self.failed_releases_.insert(name + '\n' + owner_id);
-                  else
-                    self.failed_releases_.erase(name + '\n' + owner_id);
-                  handler(ec);
-                });
-    });
+    lease_op op{op_kind::release, name, owner_id, {}, {}, {}, std::move(handler)};
+    enqueue(std::move(op));
   }
 
   void read(const std::string& name, lease_store::grant_handler handler) {
-    auto k = keys(name);
-    std::vector<std::string> keys{k.owner, k.fence, k.handoff};
-    on_strand([=, keys = std::move(keys), handler = std::move(handler)](store_core& self) mutable {
-      self.eval(read_script, std::move(keys), {},
-                [&self, name, handler = std::move(handler)](std::error_code ec, reply r) {
-                  self.complete_grant("read", name, ec, r, handler);
-                });
-    });
+    lease_op op{op_kind::read, name, {}, {}, {}, std::move(handler), {}};
+    enqueue(std::move(op));
   }
 
   void read_state(const std::string& name, lease_store::state_handler handler) {
@@ -393,8 +345,11 @@ class store_core : public std::enable_shared_from_this<store_core> {
   std::uint64_t watch(const std::string& name, const std::string& owner_id,
                       std::function<void()> wake) {
     const auto handle = next_handle_.fetch_add(1);
-    on_strand([handle, channel = keys(name).wake_prefix + owner_id, wake = std::move(wake)](
-                  store_core& self) mutable { self.add_watch(handle, channel, std::move(wake)); });
+    on_strand([handle, name, owner_id, channel = keys(name).wake_prefix + owner_id,
+               wake = std::move(wake)](store_core& self) mutable {
+      self.add_watch(handle, channel, std::move(wake));
+      self.watch_lapse(handle, name, owner_id);
+    });
     return handle;
   }
 
@@ -407,10 +362,339 @@ class store_core : public std::enable_shared_from_this<store_core> {
   }
 
  private:
+  enum class op_kind { acquire, release, read, check };
+  // One queued acquire/renew, release or read; its keys and arguments are built when it is
+  // sent, from what this process knows then.
+  struct lease_op {
+    op_kind kind;
+    std::string name;
+    std::string owner_id;
+    milliseconds ttl{};
+    milliseconds transition{};
+    lease_store::grant_handler on_grant;  // acquire, read
+    lease_store::done_handler on_done;    // release
+    bool reseed = false;                  // acquire: sent with the sentinel re-seed flag
+  };
+
+  // Requests per batch.lua call: large enough that a graceful stop of 100,000 leases takes a
+  // few hundred calls, small enough that one call keeps the server busy for only milliseconds.
+  static constexpr std::size_t max_batch = 512;
+  // Calls of lease requests on the wire at once: one being answered while the next is sent.
+  static constexpr std::size_t max_batches_in_flight = 2;
+  // Added to command_timeout per request in a call: the server runs them one after the other.
+  static constexpr std::chrono::microseconds allowance_per_request{200};
+
+  // Renewals of leases that run for seconds more wait up to this long for others to share a
+  // call with (renewals come at ttl_at, spread out): the local lease counts from when the
+  // contender asked, so waiting only shortens it on paper. Everything else goes at once.
+  static constexpr milliseconds renewal_linger{50};
+
+  // Renewals and releases go before everything else (a renewal that waits too long costs a
+  // lease; a waiter's request that waits only waits): with 100,000 mutexes the queue can hold
+  // seconds of work right after a start.
+  void enqueue(lease_op op) {
+    on_strand([op = std::move(op)](store_core& self) mutable {
+      const bool renewal = self.is_renewal(op);
+      auto& queue = renewal || op.kind == op_kind::release ? self.urgent_ : self.queue_;
+      queue.push_back(std::move(op));
+      if (renewal && self.urgent_.size() + self.queue_.size() < max_batch)
+        self.linger();
+      else
+        self.flush();
+    });
+  }
+
+  // An acquire by the contender this process last saw owning the mutex.
+  bool is_renewal(const lease_op& op) const {
+    if (op.kind != op_kind::acquire) return false;
+    auto seen = last_seen_.find(op.name);
+    return seen != last_seen_.end() && seen->second.owner_id == op.owner_id &&
+           (failed_releases_.empty() || !failed_releases_.count(op.name + '\n' + op.owner_id));
+  }
+
+  void linger() {
+    if (lingering_) return;
+    lingering_ = true;
+    linger_timer_.expires_after(renewal_linger);
+    linger_timer_.async_wait([self = shared_from_this()](boost::system::error_code ec) {
+      self->lingering_ = false;
+      if (!ec) self->flush();
+    });
+  }
+
+  // Sends what is queued while fewer than max_batches_in_flight calls are on the wire. What
+  // comes meanwhile waits here (not on the connection, where a deadline would run for it) and
+  // goes out together once a call is answered: the batches grow with the load.
+  void flush() {
+    if (flushing_) return;  // a completion inside send_batch(): the loop below goes on
+    flushing_ = true;
+    while (batches_in_flight_ < max_batches_in_flight && (!urgent_.empty() || !queue_.empty())) {
+      std::vector<lease_op> batch;
+      for (auto* queue : {&urgent_, &queue_}) {
+        const auto n = std::min(queue->size(), max_batch - batch.size());
+        std::move(queue->begin(), queue->begin() + n, std::back_inserter(batch));
+        queue->erase(queue->begin(), queue->begin() + n);
+      }
+      send_batch(std::move(batch));
+    }
+    flushing_ = false;
+  }
+
+  void send_batch(std::vector<lease_op> batch) {
+    ++batches_in_flight_;
+    auto ops = std::make_shared<std::vector<lease_op>>(std::move(batch));
+    auto done = [this, ops](std::error_code ec, reply r) {
+      --batches_in_flight_;
+      complete_batch(*ops, ec, std::move(r));
+      flush();
+    };
+    if (ops->size() == 1 && ops->front().kind != op_kind::check) {
+      auto& op = ops->front();
+      std::vector<std::string> keys, args;
+      build(op, keys, args);
+      eval(script_of(op.kind), std::move(keys), std::move(args), std::move(done));
+      return;
+    }
+    std::vector<std::string> keys, args, op_keys, op_args;
+    keys.reserve(ops->size() * 5);
+    args.reserve(ops->size() * 16 + 1);
+    args.push_back(std::to_string(ops->size()));
+    for (auto& op : *ops) {
+      op_keys.clear();
+      op_args.clear();
+      build(op, op_keys, op_args);
+      args.push_back(op.kind == op_kind::acquire   ? "a"
+                     : op.kind == op_kind::release ? "r"
+                     : op.kind == op_kind::read    ? "q"
+                                                   : "w");
+      args.push_back(std::to_string(op_keys.size()));
+      args.push_back(std::to_string(op_args.size()));
+      std::move(op_keys.begin(), op_keys.end(), std::back_inserter(keys));
+      std::move(op_args.begin(), op_args.end(), std::back_inserter(args));
+    }
+    const auto allowance = std::chrono::duration_cast<milliseconds>(allowance_per_request *
+                                                                    static_cast<long>(ops->size()));
+    eval(batch_script, std::move(keys), std::move(args), std::move(done), allowance);
+  }
+
+  static script_id script_of(op_kind kind) {
+    switch (kind) {
+      case op_kind::acquire:
+        return acquire_script;
+      case op_kind::release:
+        return release_script;
+      case op_kind::read:
+      case op_kind::check:
+        break;
+    }
+    return read_script;
+  }
+
+  // The keys and arguments of one request, as its script takes them.
+  void build(lease_op& op, std::vector<std::string>& keys, std::vector<std::string>& args) {
+    const auto k = lease_keys(op.name);
+    switch (op.kind) {
+      case op_kind::read:
+        keys = {k.owner, k.fence, k.handoff};
+        return;
+      case op_kind::check:
+        keys = {k.owner, k.fence, k.handoff, k.queue, k.alive};
+        if (auto it = lapse_.find(op.name); it != lapse_.end())
+          for (const auto& [id, horizon] : it->second.alive_for) {
+            if (horizon <= milliseconds::zero()) continue;  // not seen waiting since its watch
+            args.push_back(id);
+            args.push_back(std::to_string(horizon.count()));
+          }
+        return;
+      case op_kind::release:
+        keys = {k.owner, k.fence, k.queue, k.alive, k.handoff};
+        args = {op.owner_id, std::to_string(settings_.handoff_window.count()), k.wake_prefix,
+                k.events};
+        return;
+      case op_kind::acquire:
+        break;
+    }
+    keys = {k.owner, k.fence, k.queue, k.alive, k.handoff};
+    args = {op.owner_id,
+            std::to_string(op.ttl.count()),
+            std::to_string(op.transition.count()),
+            std::to_string(settings_.handoff_window.count()),
+            k.wake_prefix,
+            k.events};
+    // What this process saw last protects the owner when Redis loses its data (acquire.lua).
+    long long seen_until = 0;
+    bool seen_own = false;
+    std::uint64_t min_fence = 0;
+    if (auto seen = last_seen_.find(op.name); seen != last_seen_.end()) {
+      if (!seen->second.empty()) {
+        seen_until = seen->second.transition_at.time_since_epoch().count();
+        seen_own = seen->second.owner_id == op.owner_id;
+      }
+      min_fence = seen->second.fence;
+    }
+    args.push_back(std::to_string(seen_until));
+    args.push_back(seen_own ? "1" : "0");
+    args.push_back(std::to_string(min_fence));
+    // After a failed release the key may still name this contender: not a renewal.
+    args.push_back(failed_releases_.count(op.name + '\n' + op.owner_id) ? "1" : "0");
+    // Sentinel mode: the first acquire on each new connection re-seeds the fence counter
+    // from the server's clock (a failover may have lost the old master's last INCRs). A
+    // command that waits for a connection may run on a new master: it re-seeds too.
+    const auto seeded = reseeded_.find(op.name);
+    op.reseed = settings_.sentinel && (!command_->ready() || seeded == reseeded_.end() ||
+                                       seeded->second != master_epoch_);
+    args.push_back(op.reseed ? "1" : "0");
+  }
+
+  // Hands each request its part of the reply: a failed call (connection, timeout, an error
+  // reply to the whole call) fails every request in it.
+  void complete_batch(std::vector<lease_op>& ops, std::error_code ec, reply r) {
+    if (ops.size() == 1 && ops.front().kind != op_kind::check) return complete(ops.front(), ec, r);
+    if (!ec && !r.is_error() && (r.type != reply::kind::array || r.elements.size() != ops.size())) {
+      const auto expected = "an array of " + std::to_string(ops.size()) + " replies";
+      (void)unexpected("batch", ops.front().name, r, expected.c_str());
+      ec = make_error_code(errc::bad_reply);
+    }
+    for (std::size_t i = 0; i < ops.size(); ++i)
+      complete(ops[i], ec, ec || r.is_error() ? r : std::move(r.elements[i]));
+  }
+
+  void complete(lease_op& op, std::error_code ec, const reply& r) {
+    switch (op.kind) {
+      case op_kind::read:
+        complete_grant("read", op.name, ec, r, op.on_grant);
+        return;
+      case op_kind::check:
+        complete_grant("lapse check", op.name, ec, r, op.on_grant);
+        return;
+      case op_kind::acquire:
+        complete_grant("acquire", op.name, ec, r, [&](std::error_code e, lease_grant g) {
+          if (!e) failed_releases_.erase(op.name + '\n' + op.owner_id);
+          // A waiter of this process: its lapse checks keep it alive in the queue as long as
+          // its own polls would.
+          if (!e && !g.owner.is(op.owner_id))
+            if (auto it = lapse_.find(op.name); it != lapse_.end())
+              if (auto w = it->second.alive_for.find(op.owner_id); w != it->second.alive_for.end())
+                w->second = 2 * (op.ttl + op.transition) + milliseconds{1'000};
+          // The reply came over the current connection.
+          if (!e && op.reseed) reseeded_[op.name] = master_epoch_;
+          op.on_grant(e, std::move(g));
+        });
+        return;
+      case op_kind::release:
+        break;
+    }
+    if (!(ec = check("release", op.name, ec, r)) && r.type != reply::kind::integer)
+      ec = unexpected("release", op.name, r, "an integer");
+    // Released: no live lease to protect, but keep the fence (a later acquire that finds the
+    // counter gone knows Redis lost its data).
+    if (auto seen = last_seen_.find(op.name);
+        !ec && seen != last_seen_.end() && seen->second.owner_id == op.owner_id)
+      seen->second.owner_id.clear();
+    if (ec)
+      failed_releases_.insert(op.name + '\n' + op.owner_id);
+    else
+      failed_releases_.erase(op.name + '\n' + op.owner_id);
+    op.on_done(ec);
+  }
+
   struct watcher {
     std::string channel;
     std::function<void()> wake;
+    std::string lease;  // the mutex whose lapse it is told about (empty: a controls watch)
   };
+  // A mutex that waiters of this process wait for: the store checks when its lease would lapse
+  // and wakes them (wakeups(): release_and_expiry), so they need not poll for it themselves.
+  struct lapse_entry {
+    std::map<std::uint64_t, std::string> handles;   // watch handle -> contender id
+    std::map<std::string, milliseconds> alive_for;  // contender id -> its alive horizon, 0: unknown
+    std::chrono::steady_clock::time_point due{};    // in lapse_due_ when set
+  };
+  using lapse_map = std::map<std::string, lapse_entry>;
+  // A check comes this long after the lease's end (the key expires exactly then), and checks due
+  // within lapse_window of each other go in one call.
+  static constexpr milliseconds lapse_margin{5};
+  static constexpr milliseconds lapse_window{100};
+  // After a failed check, the next one.
+  static constexpr milliseconds lapse_retry{1'000};
+
+  void watch_lapse(std::uint64_t handle, const std::string& name, const std::string& owner_id) {
+    watchers_[handle].lease = name;
+    auto [it, added] = lapse_.try_emplace(name);
+    it->second.handles[handle] = owner_id;
+    it->second.alive_for.try_emplace(owner_id, milliseconds::zero());
+    // The first check within poll_interval (the waiter's own next poll comes about then, too);
+    // every reply for this mutex moves it to the end of the lease it names.
+    if (added) schedule_lapse(it, std::chrono::steady_clock::now() + settings_.poll_interval);
+  }
+
+  void unwatch_lapse(std::uint64_t handle, const std::string& name) {
+    auto it = lapse_.find(name);
+    if (it == lapse_.end()) return;
+    auto h = it->second.handles.find(handle);
+    if (h == it->second.handles.end()) return;
+    const auto id = h->second;
+    it->second.handles.erase(h);
+    if (std::none_of(it->second.handles.begin(), it->second.handles.end(),
+                     [&](const auto& other) { return other.second == id; }))
+      it->second.alive_for.erase(id);
+    if (!it->second.handles.empty()) return;
+    if (it->second.due != std::chrono::steady_clock::time_point{})
+      lapse_due_.erase({it->second.due, name});
+    lapse_.erase(it);
+  }
+
+  void schedule_lapse(lapse_map::iterator it, std::chrono::steady_clock::time_point at) {
+    auto& e = it->second;
+    if (e.due != std::chrono::steady_clock::time_point{}) lapse_due_.erase({e.due, it->first});
+    e.due = at;
+    lapse_due_.emplace(at, it->first);
+    arm_lapse();
+  }
+
+  void arm_lapse() {
+    if (lapse_due_.empty()) return;
+    const auto at = lapse_due_.begin()->first + lapse_window;
+    if (lapse_armed_ != std::chrono::steady_clock::time_point{} && lapse_armed_ <= at) return;
+    lapse_armed_ = at;
+    lapse_timer_.expires_at(at);
+    lapse_timer_.async_wait([self = shared_from_this()](boost::system::error_code ec) {
+      if (ec) return;  // re-armed or shut down
+      self->lapse_armed_ = {};
+      self->check_lapses();
+    });
+  }
+
+  // Every mutex whose check is due, in as few calls as the queue makes of them; a free one
+  // wakes its waiters.
+  void check_lapses() {
+    const auto now = std::chrono::steady_clock::now();
+    while (!lapse_due_.empty() && lapse_due_.begin()->first <= now) {
+      auto name = lapse_due_.begin()->second;
+      lapse_due_.erase(lapse_due_.begin());
+      auto it = lapse_.find(name);
+      if (it == lapse_.end()) continue;
+      it->second.due = {};
+      lease_op op{op_kind::check, name, {}, {}, {}, {}, {}};
+      op.on_grant = [this, name](std::error_code ec, lease_grant grant) {
+        auto it = lapse_.find(name);
+        if (it == lapse_.end()) return;  // nobody waits any more
+        if (ec) {
+          schedule_lapse(it, std::chrono::steady_clock::now() + lapse_retry);
+          return;
+        }
+        if (grant.owner.empty() && grant.owner.transition_at <= grant.now) {
+          std::set<std::uint64_t> handles;
+          for (const auto& [h, id] : it->second.handles) handles.insert(h);
+          wake(handles);
+        }
+      };
+      queue_.push_back(std::move(op));
+    }
+    flush();
+    arm_lapse();
+  }
+
   struct channel_state {
     std::set<std::uint64_t> handles;
     bool subscribed = false;     // SUBSCRIBE sent on the current subscriber connection
@@ -422,6 +706,25 @@ class store_core : public std::enable_shared_from_this<store_core> {
     // Deferred: called from a service's strand on an io thread, it runs next on that thread.
     boost::asio::defer(strand_,
                        [self = shared_from_this(), f = std::move(f)]() mutable { f(*self); });
+  }
+
+  // The keys and channels a lease request uses (keys() builds every one of a mutex).
+  struct lease_key_set {
+    std::string owner, fence, queue, alive, handoff, wake_prefix, events;
+  };
+  lease_key_set lease_keys(const std::string& name) const {
+    std::string base;
+    base.reserve(settings_.key_prefix.size() + name.size() + 2);
+    base.append(settings_.key_prefix).append("{").append(name).append("}");
+    lease_key_set k{{},
+                    base + ":fence",
+                    base + ":queue",
+                    base + ":alive",
+                    base + ":handoff",
+                    base + ":wake:",
+                    base + ":events"};
+    k.owner = std::move(base);
+    return k;
   }
 
   mutex_keys keys(const std::string& name) const {
@@ -528,32 +831,32 @@ class store_core : public std::enable_shared_from_this<store_core> {
   // EVALSHA, or EVAL when the script is not loaded (NOSCRIPT after a restart or SCRIPT FLUSH;
   // EVAL caches it on the server again).
   void eval(script_id id, std::vector<std::string> keys, std::vector<std::string> args,
-            reply_handler handler) {
+            reply_handler handler, milliseconds allowance = {}) {
     auto command = [this, id](bool by_sha, const std::vector<std::string>& keys,
                               const std::vector<std::string>& args) {
       std::vector<std::string> c;
       c.reserve(3 + keys.size() + args.size());
       c.push_back(by_sha ? "EVALSHA" : "EVAL");
-      c.push_back(by_sha ? scripts_[id].sha : std::string(scripts_[id].text));
+      c.push_back(by_sha ? scripts_[id].sha : scripts_[id].text);
       c.push_back(std::to_string(keys.size()));
       c.insert(c.end(), keys.begin(), keys.end());
       c.insert(c.end(), args.begin(), args.end());
       return c;
     };
     if (scripts_[id].sha.empty()) {
-      command_->exec(command(false, keys, args), std::move(handler));
+      command_->exec(command(false, keys, args), std::move(handler), allowance);
       return;
     }
     auto by_sha = command(true, keys, args);
     command_->exec(std::move(by_sha),
-                   [this, id, command, keys = std::move(keys), args = std::move(args),
+                   [this, id, command, allowance, keys = std::move(keys), args = std::move(args),
                     handler = std::move(handler)](std::error_code ec, reply r) mutable {
                      if (!ec && r.is_error("NOSCRIPT")) {
                        baton::detail::log().info(
                            "redis {}: script {} is not loaded on the server; sending it "
                            "with EVAL",
                            settings_.server.display, scripts_[id].name);
-                       command_->exec(command(false, keys, args), std::move(handler));
+                       command_->exec(command(false, keys, args), std::move(handler), allowance);
                        return;
                      }
                      handler(ec, std::move(r));
@@ -600,12 +903,20 @@ class store_core : public std::enable_shared_from_this<store_core> {
         seen = grant.owner;
       else
         seen.fence = std::max(seen.fence, grant.owner.fence);
+      // Waited for here: check again when this lease (or hand-off) would lapse. A mutex free
+      // now is for its waiters to take; checked again after poll_interval should they not.
+      if (auto it = lapse_.find(name); it != lapse_.end()) {
+        const milliseconds left = grant.owner.transition_at - grant.now;
+        schedule_lapse(
+            it, std::chrono::steady_clock::now() +
+                    (left > milliseconds::zero() ? left + lapse_margin : settings_.poll_interval));
+      }
     }
     handler(ec, ec ? lease_grant{} : std::move(grant));
   }
 
   void add_watch(std::uint64_t handle, const std::string& channel, std::function<void()> wake) {
-    watchers_[handle] = watcher{channel, std::move(wake)};
+    watchers_[handle] = watcher{channel, std::move(wake), {}};
     auto& ch = channels_[channel];
     ch.handles.insert(handle);
     if (!ch.subscribed && !ch.unsubscribing) ch.subscribed = subscriber_->subscribe(channel);
@@ -614,6 +925,7 @@ class store_core : public std::enable_shared_from_this<store_core> {
   void remove_watch(std::uint64_t handle) {
     auto it = watchers_.find(handle);
     if (it == watchers_.end()) return;
+    if (!it->second.lease.empty()) unwatch_lapse(handle, it->second.lease);
     auto channel = std::move(it->second.channel);
     watchers_.erase(it);
     auto ch = channels_.find(channel);
@@ -694,6 +1006,18 @@ class store_core : public std::enable_shared_from_this<store_core> {
   std::map<std::string, mutex_owner> last_seen_;
   // "name\nid" of releases that failed: that contender's next acquire is a new ownership.
   std::set<std::string> failed_releases_;
+  // Lease requests not yet sent (flush()), and calls of them on the wire.
+  std::deque<lease_op> urgent_;  // renewals and releases
+  std::deque<lease_op> queue_;   // the rest
+  std::size_t batches_in_flight_ = 0;
+  bool flushing_ = false;
+  boost::asio::steady_timer linger_timer_{strand_};
+  bool lingering_ = false;
+  // The lapse checks of mutexes waited for here: when each is due, and the timer of the next.
+  lapse_map lapse_;
+  std::set<std::pair<std::chrono::steady_clock::time_point, std::string>> lapse_due_;
+  boost::asio::steady_timer lapse_timer_{strand_};
+  std::chrono::steady_clock::time_point lapse_armed_{};
 };
 
 class redis_store final : public store {
@@ -724,6 +1048,9 @@ class redis_store final : public store {
     return core_->watch(name, owner_id, std::move(wake));
   }
   void unwatch(std::uint64_t handle) noexcept override { core_->unwatch(handle); }
+  // Pub/sub wakes the head of the queue on a release, and the store's lapse checks wake the
+  // waiters when a lease ends without one (a crashed owner).
+  wakeup_coverage wakeups() const noexcept override { return wakeup_coverage::release_and_expiry; }
 
   void async_append_history(const std::string& name, const std::string& owner_id,
                             std::uint64_t fence, std::string bytes, std::size_t keep,
