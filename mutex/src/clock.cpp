@@ -20,4 +20,11 @@ bool clock_offset_exceeds(const clock_sample& sample, std::chrono::milliseconds 
   return magnitude - sample.uncertainty > max;
 }
 
+bool clock_offset_moved(const clock_sample& sample, std::chrono::milliseconds logged,
+                        std::chrono::milliseconds by) noexcept {
+  const auto moved = sample.offset - logged;
+  const auto magnitude = moved < std::chrono::milliseconds::zero() ? -moved : moved;
+  return magnitude - sample.uncertainty > by;
+}
+
 }  // namespace baton

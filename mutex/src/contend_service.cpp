@@ -138,9 +138,10 @@ void contend_service::note_backend_clock(backend_time backend_now,
   }
   detail::record_clock_offset(backend_type_, sample.offset);
   const auto seconds = [](milliseconds d) { return static_cast<double>(d.count()) / 1000.0; };
-  const auto moved = sample.offset - clock_logged_;
-  constexpr milliseconds notable{1000};
-  if (moved > notable || moved < -notable) {
+  // Logged when it surely moved by more than 1 s: with 100,000 leases renewed in a wave, replies
+  // can take seconds, and each such sample (uncertainty = half the round trip) would otherwise
+  // log a warning per mutex.
+  if (clock_offset_moved(sample, clock_logged_, milliseconds{1000})) {
     clock_logged_ = sample.offset;
     detail::log({.schedule = name_, .event = "clock.offset"})
         .warn(

@@ -32,6 +32,15 @@ TEST(clock_offset, a_wall_clock_that_stepped_back_during_the_request_adds_no_unc
   EXPECT_EQ(s.uncertainty, 0ms);
 }
 
+TEST(clock_offset, moved_only_when_surely_beyond_the_uncertainty) {
+  EXPECT_TRUE(baton::clock_offset_moved({1h, 0ms}, 0ms, 1s));
+  EXPECT_TRUE(baton::clock_offset_moved({-1500ms, 100ms}, 0ms, 1s));
+  EXPECT_FALSE(baton::clock_offset_moved({1500ms, 600ms}, 0ms, 1s));  // a slow reply
+  EXPECT_FALSE(baton::clock_offset_moved({3s, 2500ms}, 0ms, 1s));
+  EXPECT_FALSE(baton::clock_offset_moved({1h + 900ms, 0ms}, 1h, 1s));
+  EXPECT_TRUE(baton::clock_offset_moved({1h - 1200ms, 100ms}, 1h, 1s));
+}
+
 TEST(clock_offset, exceeds_only_when_surely_beyond_the_limit) {
   EXPECT_FALSE(baton::clock_offset_exceeds({1h, 0ms}, 0ms));  // no limit
   EXPECT_TRUE(baton::clock_offset_exceeds({1h, 0ms}, 30s));

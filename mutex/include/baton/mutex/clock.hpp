@@ -28,4 +28,10 @@ clock_sample estimate_clock_offset(backend_time backend_now,
 /// negative `max` means no limit.
 bool clock_offset_exceeds(const clock_sample& sample, std::chrono::milliseconds max) noexcept;
 
+/// True when `sample` surely moved more than `by` away from the offset last logged
+/// (|offset - logged| - uncertainty > by). A sample taken while the backend answered slowly
+/// (uncertainty of seconds) is not news.
+bool clock_offset_moved(const clock_sample& sample, std::chrono::milliseconds logged,
+                        std::chrono::milliseconds by) noexcept;
+
 }  // namespace baton
