@@ -14,6 +14,7 @@
 #include <numeric>
 #include <sstream>
 #include <stdexcept>
+#include <thread>
 
 namespace baton::bench {
 namespace {
@@ -188,6 +189,21 @@ std::string bench_bin_dir() {
 std::string env_or(const char* name, const std::string& fallback) {
   const char* v = std::getenv(name);
   return v && *v ? v : fallback;
+}
+
+double wait_owned(mutex_backend& backend, const std::string& prefix, long count,
+                  const std::string& what, std::chrono::seconds limit) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto deadline = t0 + limit;
+  for (long i = 0; i < count; ++i) {
+    while (backend.read_owner(prefix + std::to_string(i)).owner_id.empty()) {
+      if (std::chrono::steady_clock::now() > deadline)
+        throw std::runtime_error(what + ": " + prefix + std::to_string(i) + " had no owner after " +
+                                 std::to_string(limit.count()) + " s");
+      std::this_thread::sleep_for(std::chrono::milliseconds{20});
+    }
+  }
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
 }  // namespace baton::bench

@@ -91,4 +91,10 @@ std::string env_or(const char* name, const std::string& fallback);
 /// Directory of the benchmark programs: $BATON_BENCH_BIN, else the directory of this program.
 std::string bench_bin_dir();
 
+/// Waits until mutexes `prefix`0 .. `prefix`(count - 1) all have an owner (read through
+/// `backend`, 20 ms apart); returns the seconds it took. Throws std::runtime_error naming `what`
+/// and the first mutex without one after `limit`.
+double wait_owned(mutex_backend& backend, const std::string& prefix, long count,
+                  const std::string& what, std::chrono::seconds limit = std::chrono::seconds{300});
+
 }  // namespace baton::bench

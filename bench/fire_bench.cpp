@@ -136,17 +136,7 @@ bb::child_process start_daemon(const daemon_setup& d) {
 /// Waits until the daemon owns every schedule; returns the seconds it took.
 double wait_owned(baton::mutex_backend& backend, const daemon_setup& d, long schedules,
                   const std::string& type) {
-  const auto t0 = steady::now();
-  const auto deadline = t0 + 300s;
-  for (long i = 0; i < schedules; ++i) {
-    for (;;) {
-      if (steady::now() > deadline)
-        fail(type + ": the daemon did not own schedule " + std::to_string(i) + " within 300 s");
-      if (!backend.read_owner(d.prefix + std::to_string(i)).owner_id.empty()) break;
-      std::this_thread::sleep_for(20ms);
-    }
-  }
-  return std::chrono::duration<double>(steady::now() - t0).count();
+  return bb::wait_owned(backend, d.prefix, schedules, type + ": the daemon's schedules");
 }
 
 /// SIGTERM, then the seconds until the daemon exited (-1: not within 60 s).

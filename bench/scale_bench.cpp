@@ -338,17 +338,8 @@ void run_daemon(const std::string& type, long schedules, std::chrono::seconds wi
                            bb::bench_child_options);
   baton::runtime rt;
   auto backend = baton::make_backend(config, rt);
-  const auto t0 = steady::now();
-  const auto deadline = t0 + 300s;
-  for (long i = 0; i < schedules; ++i) {
-    for (;;) {
-      if (steady::now() > deadline)
-        fail(type + ": the daemon did not own schedule " + std::to_string(i) + " within 300 s");
-      if (!backend->read_owner(prefix + std::to_string(i)).owner_id.empty()) break;
-      std::this_thread::sleep_for(20ms);
-    }
-  }
-  const double settle_s = std::chrono::duration<double>(steady::now() - t0).count();
+  const double settle_s =
+      bb::wait_owned(*backend, prefix, schedules, type + ": the daemon's schedules");
   std::this_thread::sleep_for(10s);
   auto f = measure(daemon.pid(), type, window, false, config.params["path"]);
   report(
