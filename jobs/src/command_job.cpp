@@ -698,10 +698,11 @@ class command_reactor {
     std::lock_guard lock(mutex_);
     incoming_.push_back(std::move(e));
     if (!running_) {
-      // The previous thread decided to end under this lock and touches nothing after that.
-      if (thread_.joinable()) thread_.join();
+      // Detached: the previous thread decided to end under this lock and touches nothing after
+      // that, and a thread that ended but was never joined is a leak (ThreadSanitizer reports
+      // the last one at exit).
       running_ = true;
-      thread_ = std::thread([this] { loop(); });
+      std::thread([this] { loop(); }).detach();
     }
     notify();
   }
@@ -793,7 +794,7 @@ class command_reactor {
     auto done = std::move(owned->done);
     owned.reset();  // the run (its descriptors, its context) goes before done() says so
     try {
-      done(error);
+      done(std::move(error));  // the reactor keeps no reference to the exception
     } catch (...) {
     }
   }
@@ -868,10 +869,9 @@ class command_reactor {
 
   unique_fd epoll_;
   unique_fd event_;
-  std::thread thread_;
   std::mutex mutex_;
   std::vector<std::unique_ptr<entry>> incoming_;  // guarded by mutex_
-  bool running_ = false;                          // thread_ runs loop(); guarded by mutex_
+  bool running_ = false;                          // a thread runs loop(); guarded by mutex_
   // Reactor thread only.
   std::unordered_map<entry*, std::unique_ptr<entry>> runs_;
   std::multimap<steady::time_point, entry*> deadlines_;
