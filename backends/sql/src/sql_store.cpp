@@ -382,10 +382,33 @@ void sql_store::enqueue(lease_key key, lease_request request, milliseconds linge
   const auto generation = ++linger_generation_;
   if (!linger_timer_) linger_timer_ = std::make_shared<boost::asio::steady_timer>(runtime_.io());
   linger_timer_->expires_at(until);
-  linger_timer_->async_wait([weak = weak_from_this(), generation](boost::system::error_code ec) {
+  // The wait's handler is destroyed without running when the io_context goes away first (a
+  // runtime destroyed while requests linger): its last copy then drops what is queued.
+  struct wait_state {
+    std::weak_ptr<sql_store> store;
+    bool ran = false;
+    ~wait_state() {
+      if (ran) return;
+      if (auto self = store.lock()) self->abandon_queued();
+    }
+  };
+  auto state = std::make_shared<wait_state>();
+  state->store = weak_from_this();
+  linger_timer_->async_wait([state, generation](boost::system::error_code ec) {
+    state->ran = true;
     if (ec) return;
-    if (auto self = weak.lock()) self->flush_lingering(generation);
+    if (auto self = state->store.lock()) self->flush_lingering(generation);
   });
+}
+
+void sql_store::abandon_queued() {
+  std::map<lease_key, lease_group> dropped;  // destroyed after the lock is released
+  {
+    std::lock_guard lock(batch_mutex_);
+    dropped.swap(groups_);
+    ready_.clear();
+    linger_until_ = {};
+  }
 }
 
 void sql_store::flush_lingering(std::uint64_t generation) {

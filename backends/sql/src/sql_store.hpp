@@ -162,6 +162,10 @@ class sql_store final : public lease_store,
   void run_releases(std::vector<lease_request>& batch);
   /// The linger timer fired: every lingering request becomes urgent.
   void flush_lingering(std::uint64_t generation);
+  /// The io_context went away with the linger timer's wait (it never ran): drops every queued
+  /// request. Their handlers hold the contend services, which hold this store, so without this
+  /// the store, its connections and the services would never be freed.
+  void abandon_queued();
   /// Whether an acquire of `name` by `owner_id` may linger. batch_mutex_ held.
   bool may_linger(const std::string& key) const;
   /// The waiter `key` was woken: its next acquire goes at once.
