@@ -168,15 +168,6 @@ std::optional<double> server_requests(const std::string& type) {
   return std::nullopt;
 }
 
-// Requests of backend `type` that failed so far in this process (every kind).
-std::uint64_t backend_failures(const std::string& type) {
-  std::uint64_t n = 0;
-  for (const auto& m : baton::backend_metrics_snapshot())
-    if (m.type == type)
-      for (const auto& [kind, count] : m.errors) n += count;
-  return n;
-}
-
 struct counting final : baton::mutex_contender {
   std::atomic<long> owned{0};
   void on_acquired(const baton::mutex_state&) override { ++owned; }
@@ -296,14 +287,14 @@ void run_mutexes(const std::string& type, long total, std::chrono::seconds windo
   // A graceful stop of everything at once: every owned lease released, every waiter leaves
   // its queue. How long until all are done, and how many backend requests failed meanwhile
   // (a failed release leaves a lease for others to wait out).
-  const auto failures_before = backend_failures(type);
+  const auto failures_before = baton::test::backend_failures(type);
   const auto t_stop = steady::now();
   auto stopped = std::make_shared<std::atomic<long>>(0);
   for (auto& s : services) s->stop([stopped] { ++*stopped; });
   const auto stop_deadline = steady::now() + 120s;
   while (stopped->load() < total && steady::now() < stop_deadline) std::this_thread::sleep_for(1ms);
   const double stop_s = std::chrono::duration<double>(steady::now() - t_stop).count();
-  const auto failed = backend_failures(type) - failures_before;
+  const auto failed = baton::test::backend_failures(type) - failures_before;
   std::cerr << "scale " << type << ": stopped " << stopped->load() << " of " << total << " ("
             << owned_after << " owned) in " << stop_s << " s; " << failed
             << " backend requests failed\n";

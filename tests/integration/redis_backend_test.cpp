@@ -1161,15 +1161,6 @@ TEST(redis_bad_server, a_server_that_never_answers_fails_requests_within_the_tim
 
 namespace {
 
-// Requests of the Redis backend that failed so far in this process (any kind).
-std::uint64_t redis_failures() {
-  std::uint64_t n = 0;
-  for (const auto& m : baton::backend_metrics_snapshot())
-    if (m.type == "redis")
-      for (const auto& [kind, count] : m.errors) n += count;
-  return n;
-}
-
 // How many of `keys` exist on the server (EXISTS, in chunks).
 long long existing(raw_redis& raw, const std::vector<std::string>& keys) {
   long long n = 0;
@@ -1225,7 +1216,7 @@ TEST_F(redis_test, a_graceful_stop_releases_thousands_of_leases_at_once) {
       baton::backends::redis::make_backend(redis_config(url_, {{"command_timeout", "300ms"}}), rt);
   const auto prefix = unique_name("many") + "-";
   auto who = std::make_shared<owned_counter>();
-  const auto failures_before = redis_failures();
+  const auto failures_before = baton::test::backend_failures("redis");
   std::vector<std::shared_ptr<baton::contend_service>> services;
   std::vector<std::string> keys;
   for (int i = 0; i < n; ++i) {
@@ -1244,7 +1235,8 @@ TEST_F(redis_test, a_graceful_stop_releases_thousands_of_leases_at_once) {
   ASSERT_TRUE(baton::test::wait_until([&] { return stopped->load() == n; }, 120s))
       << "stopped " << stopped->load() << " of " << n;
   EXPECT_EQ(existing(*raw_, keys), 0) << "every lease is released, none left to lapse";
-  EXPECT_EQ(redis_failures(), failures_before) << "no request failed or timed out";
+  EXPECT_EQ(baton::test::backend_failures("redis"), failures_before)
+      << "no request failed or timed out";
 }
 
 TEST_F(redis_test, a_batch_of_renewals_does_not_extend_a_lost_lease) {

@@ -865,15 +865,6 @@ long long owned_rows(soci::session& admin, const std::string& table) {
   return std::stoll(count);
 }
 
-// Failed requests of backend `type` so far.
-std::uint64_t backend_errors(const std::string& type) {
-  std::uint64_t n = 0;
-  for (const auto& m : baton::backend_metrics_snapshot())
-    if (m.type == type)
-      for (const auto& [kind, count] : m.errors) n += count;
-  return n;
-}
-
 // Counts one contend service's acquisitions and releases, and whom it lost to.
 struct owner_log final : baton::mutex_contender {
   std::atomic<bool> owner{false};
@@ -1016,12 +1007,12 @@ TEST_P(sql_backend_test, a_graceful_stop_of_thousands_of_leases_releases_every_r
       60s));
   auto admin = admin_session(*created_);
   EXPECT_EQ(owned_rows(*admin, table_), n);
-  const auto errors0 = backend_errors(GetParam());
+  const auto errors0 = baton::test::backend_failures(GetParam());
   auto stopped = std::make_shared<std::atomic<int>>(0);
   for (auto& s : services) s->stop([stopped] { ++*stopped; });
   ASSERT_TRUE(baton::test::wait_until([&] { return stopped->load() == n; }, 60s))
       << stopped->load() << " of " << n << " stopped";
-  EXPECT_EQ(backend_errors(GetParam()) - errors0, 0u) << "releases failed";
+  EXPECT_EQ(baton::test::backend_failures(GetParam()) - errors0, 0u) << "releases failed";
   EXPECT_EQ(owned_rows(*admin, table_), 0) << "rows left owned after the stop";
 }
 

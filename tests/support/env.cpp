@@ -12,6 +12,8 @@
 #include <stdexcept>
 #include <thread>
 
+#include "baton/mutex/metrics.hpp"
+
 namespace baton::test {
 
 std::string require_env(const char* name) {
@@ -53,6 +55,14 @@ backend_config backend_config_for(const std::string& type) {
     config.params["session_timeout"] = "2s";
   }
   return config;
+}
+
+std::uint64_t backend_failures(const std::string& type) {
+  std::uint64_t n = 0;
+  for (const auto& m : backend_metrics_snapshot())
+    if (m.type == type)
+      for (const auto& [kind, count] : m.errors) n += count;
+  return n;
 }
 
 std::string program_path(const std::string& name) {

@@ -1,6 +1,7 @@
 #pragma once
 // Test environment: the servers the test script started, temp dirs, helper program paths.
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
@@ -25,6 +26,10 @@ backend_config backend_config_for(const std::string& type);
 
 /// Path of a helper program built from tests/support/<name>_main.cpp.
 std::string program_path(const std::string& name);
+
+/// Requests of backend `type` that failed so far in this process, of every kind (summed from
+/// baton::backend_metrics_snapshot()).
+std::uint64_t backend_failures(const std::string& type);
 
 /// Polls `condition` every 5 ms until true or `timeout` passes; true if it became true.
 bool wait_until(const std::function<bool()>& condition, std::chrono::milliseconds timeout);
