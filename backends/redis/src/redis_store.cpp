@@ -611,10 +611,14 @@ class store_core : public std::enable_shared_from_this<store_core> {
     std::chrono::steady_clock::time_point due{};    // in lapse_due_ when set
   };
   using lapse_map = std::map<std::string, lapse_entry>;
-  // A check comes this long after the lease's end (the key expires exactly then), and checks due
-  // within lapse_window of each other go in one call.
+  // A check comes this long after the lease's end (the key expires exactly then). With many
+  // mutexes waited for (lapse_coalesce_from or more), checks due within lapse_window of each
+  // other go in one call, each up to lapse_window late; with fewer, each goes when due (a
+  // crashed owner's lease is taken over lapse_window sooner: the takeover benchmark measured
+  // 105 ms from the lapse to the new owner with the window, against a few ms without).
   static constexpr milliseconds lapse_margin{5};
   static constexpr milliseconds lapse_window{100};
+  static constexpr std::size_t lapse_coalesce_from = 64;
   // After a failed check, the next one.
   static constexpr milliseconds lapse_retry{1'000};
 
@@ -654,7 +658,9 @@ class store_core : public std::enable_shared_from_this<store_core> {
 
   void arm_lapse() {
     if (lapse_due_.empty()) return;
-    const auto at = lapse_due_.begin()->first + lapse_window;
+    const auto at =
+        lapse_due_.begin()->first +
+        (lapse_due_.size() >= lapse_coalesce_from ? lapse_window : milliseconds::zero());
     if (lapse_armed_ != std::chrono::steady_clock::time_point{} && lapse_armed_ <= at) return;
     lapse_armed_ = at;
     lapse_timer_.expires_at(at);
