@@ -17,7 +17,8 @@
 //   RELEASING <ns>               command "release": just before stop()
 //   RELEASED <ns>                ... once the release is done (RELEASE-TIMEOUT after 10 s)
 //   STARTED <ns>                 command "start": just before contending again
-// Commands on stdin, one per line: "release", "start", "quit". End of input is "quit".
+//   STATS <requests> <ns>        command "stats": baton::backend_requests_sent() so far
+// Commands on stdin, one per line: "release", "start", "stats", "quit". End of input is "quit".
 // Exits 0 after quit, 2 on a setup error (message on stderr). BATON_BENCH_LOG_LEVEL=debug
 // turns on the library's log, and a line per on_observed, on stderr.
 #include <unistd.h>
@@ -32,6 +33,7 @@
 
 #include "baton/backends/factory.hpp"
 #include "baton/mutex/detail/log.hpp"
+#include "baton/mutex/stats.hpp"
 #include "common.hpp"
 
 using namespace std::chrono_literals;
@@ -168,6 +170,8 @@ int run(const arguments& a) {
         std::cerr << "baton_contender_child: start refused (service not stopped)\n";
         return 1;
       }
+    } else if (line == "stats") {
+      say("STATS " + std::to_string(baton::backend_requests_sent()));
     } else if (line == "quit") {
       break;
     } else {

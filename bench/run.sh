@@ -2,12 +2,14 @@
 # bench/run.sh: builds the benchmarks, starts the test servers (scripts/servers.sh, the same
 # start-up as the tests), runs every benchmark and writes bench/results.json (one JSON record per
 # line) and bench/RESULTS.md (the tables). Run by hand on a quiet machine; never in CI.
+# The results.json it replaces is kept as results.previous.json, and RESULTS.md shows each of
+# its figures beside this run's ("(was X)"). A full run takes about two hours on 2 CPUs.
 #
 # usage: bench/run.sh [--quick] [--only NAME[,NAME...]] [--backends B[,B...]] [--out DIR]
 #
 #   --quick          fewer samples (a smoke run; results are not for committing)
-#   --only NAMES     run only these benchmarks: handover, takeover, throughput, scale, peers,
-#                    history, metrics, balance, fire
+#   --only NAMES     run only these benchmarks: handover, takeover, throughput, scale,
+#                    scale100k, peers, history, metrics, balance, fire (default: all)
 #   --backends LIST  only these backends (sqlite,postgresql,mysql,redis,zookeeper)
 #   --out DIR        where results.json and RESULTS.md go (default: bench/)
 set -euo pipefail
@@ -16,7 +18,7 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
 
 quick=0
-only="handover,takeover,throughput,scale,peers,history,metrics,balance"
+only="handover,takeover,throughput,scale,scale100k,peers,history,metrics,balance,fire"
 out="$ROOT/bench"
 while (($#)); do
   case "$1" in
@@ -88,6 +90,9 @@ run handover "$BATON_BENCH_BIN/baton_handover_bench"
 run takeover "$BATON_BENCH_BIN/baton_takeover_bench"
 run throughput "$BATON_BENCH_BIN/baton_throughput_bench"
 run scale "$BATON_BENCH_BIN/baton_scale_bench"
+# 100,000 mutexes in one process (issue 19): figure scale_mutexes_100000.
+run scale100k env BATON_SCALE_MUTEXES=100000 BATON_SCALE_PARTS=mutexes \
+  "$BATON_BENCH_BIN/baton_scale_bench"
 run peers "$PY" "$ROOT/bench/peers/peers.py"
 run history "$BATON_BENCH_BIN/baton_history_bench"
 run metrics "$BATON_BENCH_BIN/baton_metrics_bench"
@@ -95,9 +100,18 @@ run metrics "$BATON_BENCH_BIN/baton_metrics_bench"
 # --quick, about 30 without.
 run balance "$BATON_BENCH_BIN/baton_balance_bench"
 # The daemon with 10,000 schedules (issue 19): idle, then all firing every minute; about 5
-# minutes per backend. Not in the default set: --only fire.
+# minutes per backend.
 run fire "$BATON_BENCH_BIN/baton_fire_bench"
 
+# The run replaced keeps its figures for comparison (a partial run's --only figures still compare
+# with the last full run's).
+previous=()
+if [[ -s $results ]]; then
+  mv "$results" "$out/results.previous.json"
+  previous=(--previous "$out/results.previous.json")
+elif [[ -s $out/results.previous.json ]]; then
+  previous=(--previous "$out/results.previous.json")
+fi
 mv "$results.tmp" "$results"
-"$PY" "$ROOT/bench/report.py" "$results" >"$out/RESULTS.md"
+"$PY" "$ROOT/bench/report.py" "$results" "${previous[@]}" >"$out/RESULTS.md"
 echo "bench/run.sh: wrote $results and $out/RESULTS.md" >&2

@@ -235,6 +235,10 @@ void run_mutexes(const std::string& type, long total, std::chrono::seconds windo
   const std::string sqlite_path = type == "sqlite" ? config.params["path"] : "";
   const std::string prefix = "scale-" + std::to_string(getpid()) + "-";
   const long half = total / 2;
+  // 10,000 (the default) reports as figure "scale_mutexes", any other count as
+  // "scale_mutexes_<count>" (bench/run.sh also runs 100,000).
+  const std::string figure =
+      total == 10000 ? "scale_mutexes" : "scale_mutexes_" + std::to_string(total);
 
   auto args = child_args(config);
   std::vector<std::string> argv{env_or("BATON_BENCH_BIN", ".") + "/baton_scale_child"};
@@ -275,7 +279,7 @@ void run_mutexes(const std::string& type, long total, std::chrono::seconds windo
   std::this_thread::sleep_for(backend->default_options().ttl);
   auto f = measure(getpid(), type, window, true, sqlite_path);
   const long owned_after = who->owned.load();
-  report("scale_mutexes", type, f,
+  report(figure, type, f,
          {{"mutexes", std::to_string(total)},
           {"owned", std::to_string(owned_after)},
           {"all_owned_after_s", std::to_string(settle_s)},
@@ -301,8 +305,8 @@ void run_mutexes(const std::string& type, long total, std::chrono::seconds windo
   const std::map<std::string, std::string> stop_extra{{"mutexes", std::to_string(total)},
                                                       {"owned", std::to_string(owned_after)},
                                                       {"stopped", std::to_string(stopped->load())}};
-  bb::emit_value("scale_mutexes_stop", type, "baton", "s", stop_s, stop_extra);
-  bb::emit_value("scale_mutexes_stop_failures", type, "baton", "failed requests",
+  bb::emit_value(figure + "_stop", type, "baton", "s", stop_s, stop_extra);
+  bb::emit_value(figure + "_stop_failures", type, "baton", "failed requests",
                  static_cast<double>(failed), stop_extra);
   holder.close_stdin();  // asks it to stop
   holder.wait_exit(30s);

@@ -16,9 +16,19 @@
 //                   it checks expiry in tickTime buckets, so up to one tick more)
 //
 // Then, on the lease backends, the same with 8 waiters and lapse_jitter 0, 100 (the default) and
-// 1000 ms (figure "takeover_jitter"): the first waiter to acquire counts.
+// 1000 ms (figure "takeover_jitter"): the first waiter to acquire counts. Two more figures per
+// series show what a window costs and what it saves:
+//   after lapse   the takeover minus the time from the kill to the dead lease's end (the owner's
+//                 last RENEWED or ACQUIRED line + ttl + transition): the time the mutex stood free,
+//                 without the random phase of the kill in the lease
+//   requests      the backend requests the 8 waiters sent (baton::backend_requests_sent(), the
+//                 children's "stats" command) from 20 ms before the lapse to 200 ms after the
+//                 later of the takeover and the end of the jitter window, minus what they sent
+//                 at their idle rate (measured from the kill to 20 ms before the lapse) over as
+//                 long: the extra requests one takeover costs the server
 //
-// Samples per backend and series: 10 (BATON_BENCH_QUICK=1: 3). Output: JSON records on stdout
+// Samples per backend and series: 10, the lapse-jitter series 30 (BATON_BENCH_QUICK=1: 3;
+// BATON_TAKEOVER_JITTER_SAMPLES overrides 30). Output: JSON records on stdout
 // (figure "takeover", subject "baton"); progress and errors on stderr. Exits 1 if any backend
 // failed.
 #include <signal.h>
@@ -52,6 +62,8 @@ constexpr long long ttl_ms = 1000, transition_ms = 1000, retry_ms = 100, poll_ms
 constexpr long long zookeeper_session_ms = 2000;  // bench/common.cpp: session_timeout 2s
 constexpr long long zookeeper_tick_ms = 500;      // scripts/servers.sh: tickTime=500
 
+bool zookeeper_type(const std::string& type) { return type == "zookeeper"; }
+
 std::string fmt(double v) {
   std::ostringstream o;
   o.precision(4);
@@ -60,7 +72,9 @@ std::string fmt(double v) {
 }
 
 struct takeover_result {
-  std::vector<double> samples;  // ms
+  std::vector<double> samples;      // ms
+  std::vector<double> after_lapse;  // ms, takeover minus (lease end - kill)
+  std::vector<double> requests;     // extra backend requests of the waiters per takeover
   long long drift_ms = 0;
   std::size_t min_renewals = SIZE_MAX;  // RENEWED lines of the killed owner before the kill
   double max_kill_offset_ms = 0, min_kill_offset_ms = 1e18;
@@ -72,6 +86,33 @@ std::unique_ptr<child_process> start_waiter(const std::vector<std::string>& argv
   if (expect_line(*c, {"WAITING", "ACQUIRED"}, 30s, "first observation").rfind("ACQ", 0) == 0)
     throw std::runtime_error("a new contender acquired the mutex while another one holds it");
   return c;
+}
+
+// The sum of the contenders' backend_requests_sent() (the "stats" command).
+long long requests_of(std::vector<std::unique_ptr<child_process>>& line) {
+  long long sum = 0;
+  for (auto& c : line) {
+    if (!c->send("stats")) throw std::runtime_error("contender " + c->describe() + " gone");
+    // The next STATS line is the one just asked for: every earlier one was read already.
+    auto got = c->wait_line("STATS", 10s);
+    if (!got) throw std::runtime_error("no STATS from contender " + c->describe());
+    sum += std::stoll(baton::bench::field(*got, 1));
+  }
+  return sum;
+}
+
+// The CLOCK_MONOTONIC of `c`'s last ACQUIRED or RENEWED line at or before `until_ns`: when the
+// lease it holds was last granted or extended (the reply's arrival, within a round trip of the
+// server's grant).
+long long last_grant_ns(child_process& c, long long until_ns) {
+  c.drain();
+  long long last = 0;
+  for (const auto& l : c.lines())
+    if (l.rfind("ACQUIRED", 0) == 0 || l.rfind("RENEWED", 0) == 0) {
+      const long long ns = last_field(l);
+      if (ns <= until_ns) last = std::max(last, ns);
+    }
+  return last;
 }
 
 // `waiters` processes wait in line; the first to acquire after the kill counts, the others keep
@@ -109,6 +150,8 @@ takeover_result run_baton(const std::string& type, int samples, long long bound_
       std::cerr << "takeover " << type << ": the next waiter was ready only "
                 << (mono_ns() - acquired_ns) / 1'000'000 << " ms after the acquisition (wanted a "
                 << offset << " ms kill)\n";
+    baton::bench::sleep_until_ns(kill_at - 20'000'000);
+    const long long requests_at_kill = requests_of(line);
     baton::bench::sleep_until_ns(kill_at);
     owner->drain();
     result.min_renewals = std::min(result.min_renewals, owner->count_lines("RENEWED"));
@@ -117,6 +160,17 @@ takeover_result run_baton(const std::string& type, int samples, long long bound_
                                " lost the mutex before the kill");
     const long long killed = mono_ns();
     owner->signal(SIGKILL);
+    // The dead lease ends ttl + transition after its last grant; the waiters' requests are
+    // counted from 20 ms before.
+    const long long lapse_ns =
+        last_grant_ns(*owner, killed) + (ttl_ms + transition_ms) * 1'000'000LL;
+    const bool count_requests = lapse_jitter_ms >= 0 && !zookeeper_type(type);
+    long long requests_before_lapse = 0, before_lapse_ns = 0;
+    if (count_requests) {
+      baton::bench::sleep_until_ns(lapse_ns - 20'000'000);
+      before_lapse_ns = mono_ns();
+      requests_before_lapse = requests_of(line);
+    }
     const double offset_ms = static_cast<double>(killed - acquired_ns) / 1e6;
     result.min_kill_offset_ms = std::min(result.min_kill_offset_ms, offset_ms);
     result.max_kill_offset_ms = std::max(result.max_kill_offset_ms, offset_ms);
@@ -140,6 +194,19 @@ takeover_result run_baton(const std::string& type, int samples, long long bound_
     }
     const double took = static_cast<double>(acquired_ns - killed) / 1e6;
     result.samples.push_back(took);
+    if (!zookeeper_type(type))
+      result.after_lapse.push_back(static_cast<double>(acquired_ns - lapse_ns) / 1e6);
+    if (count_requests) {
+      const long long window_end =
+          std::max(acquired_ns, lapse_ns + lapse_jitter_ms * 1'000'000LL) + 200'000'000LL;
+      baton::bench::sleep_until_ns(window_end);
+      const long long requests_after = requests_of(line);
+      const double idle_rate = static_cast<double>(requests_before_lapse - requests_at_kill) /
+                               static_cast<double>(std::max(1LL, before_lapse_ns - killed));
+      const double window = static_cast<double>(mono_ns() - before_lapse_ns);
+      result.requests.push_back(static_cast<double>(requests_after - requests_before_lapse) -
+                                idle_rate * window);
+    }
     std::cerr << "takeover " << type << " (" << waiters << " waiter(s)): " << i + 1 << "/"
               << samples << ": " << fmt(took) << " ms (kill " << fmt(offset_ms)
               << " ms after acquisition)\n";
@@ -202,6 +269,11 @@ void run_backend(const std::string& type, int samples) {
                      " + " + std::to_string(drift_ms);
     extra["min_renewals_before_kill"] = std::to_string(result.min_renewals);
   }
+  if (!zookeeper) {
+    const auto lapse = baton::bench::summarize(result.after_lapse);
+    extra["after_lapse_median_ms"] = fmt(lapse.median);
+    extra["after_lapse_p99_ms"] = fmt(lapse.p99);
+  }
   baton::bench::emit("takeover", type, "baton", "ms", s, extra);
   std::cerr << "takeover " << type << ": median " << fmt(s.median) << " ms, p99 " << fmt(s.p99)
             << " ms (bound " << bound_ms << " ms)\n";
@@ -209,10 +281,20 @@ void run_backend(const std::string& type, int samples) {
 
   // The lapse jitter with 8 waiters: what each window costs the takeover. 0 lets the 8 ask in
   // the same instant; the default is contend_options::lapse_jitter (100 ms).
+  const int jitter_samples = std::stoi(
+      baton::bench::env_or("BATON_TAKEOVER_JITTER_SAMPLES",
+                           baton::bench::env_or("BATON_BENCH_QUICK", "0") == "1" ? "3" : "30"));
   for (long long jitter : {0LL, 100LL, 1000LL}) {
-    auto r = run_baton(type, samples, bound_ms, 8, jitter);
+    auto r = run_baton(type, jitter_samples, bound_ms, 8, jitter);
     const auto j = baton::bench::summarize(r.samples);
+    const auto lapse = baton::bench::summarize(r.after_lapse);
+    const auto requests = baton::bench::summarize(r.requests);
     auto more = extra;
+    more["after_lapse_median_ms"] = fmt(lapse.median);
+    more["after_lapse_p99_ms"] = fmt(lapse.p99);
+    more["after_lapse_max_ms"] = fmt(lapse.max);
+    more["requests_median"] = fmt(requests.median);
+    more["requests_p99"] = fmt(requests.p99);
     more["waiters"] = "8";
     more["lapse_jitter_ms"] = std::to_string(jitter);
     more["kill_offset_range_ms"] = fmt(r.min_kill_offset_ms) + ".." + fmt(r.max_kill_offset_ms);
@@ -220,7 +302,9 @@ void run_backend(const std::string& type, int samples) {
         std::count_if(r.samples.begin(), r.samples.end(), [&](double v) { return v > bound_ms; }));
     baton::bench::emit("takeover_jitter", type, "baton", "ms", j, more);
     std::cerr << "takeover " << type << " (8 waiters, lapse_jitter " << jitter << " ms): median "
-              << fmt(j.median) << " ms, p99 " << fmt(j.p99) << " ms\n";
+              << fmt(j.median) << " ms, p99 " << fmt(j.p99) << " ms; after the lapse median "
+              << fmt(lapse.median) << " ms, p99 " << fmt(lapse.p99) << " ms; extra requests "
+              << "median " << fmt(requests.median) << ", p99 " << fmt(requests.p99) << "\n";
   }
 }
 
