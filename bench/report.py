@@ -15,6 +15,7 @@ import json
 import sys
 
 BACKENDS = ["sqlite", "postgresql", "mysql", "redis", "zookeeper"]
+DEFAULT_LAPSE_JITTER_MS = 100  # contend_options::lapse_jitter's default
 PEERS = {"zookeeper": ["kazoo-lock", "kazoo-election"], "redis": ["redis-py-lock"]}
 
 
@@ -122,7 +123,7 @@ def takeover(res):
     for b in BACKENDS:
         r = res.get("takeover", b)
         if not r:
-            rows.append([b, "not measured"] + [""] * 5)
+            rows.append([b, "not measured"] + [""] * 7)
             continue
         bound = float(r.get("bound_ms", 0))
         limit = bound + 1000
@@ -130,11 +131,21 @@ def takeover(res):
         if not ok:
             misses.append("takeover %s: max %s ms > bound + 1 s = %s ms" % (b, num(r["max"]),
                                                                              num(limit)))
+        # Issue 19: the median within the bound less the lapse jitter kept (the default, 100 ms;
+        # ZooKeeper has none).
+        jitter = 0 if b == "zookeeper" else DEFAULT_LAPSE_JITTER_MS
+        mok = r["median"] <= bound - jitter
+        if not mok:
+            misses.append("takeover %s: median %s ms > bound - jitter = %s ms" % (
+                b, num(r["median"]), num(bound - jitter)))
         rows.append([b, res.cell("takeover", b), res.cell("takeover", b, field="p99"),
                      res.cell("takeover", b, field="max"), r["samples"], num(bound),
-                     "max <= %s ms: %s" % (num(limit), verdict(ok))])
+                     "max <= %s ms: %s" % (num(limit), verdict(ok)),
+                     "median <= %s ms: %s" % (num(bound - jitter), verdict(mok)),
+                     r.get("after_lapse_median_ms", "-")])
     return table(["backend", "median ms", "p99 ms", "max ms", "samples", "configured bound ms",
-                  "target (bound + 1 s)"], rows), misses
+                  "target (bound + 1 s)", "target (bound - lapse jitter)",
+                  "after the lapse median ms"], rows), misses
 
 
 def takeover_jitter(res):
@@ -147,11 +158,15 @@ def takeover_jitter(res):
     for r in recs:
         rows.append([r["backend"], r.get("waiters", "?"), r.get("lapse_jitter_ms", "?"),
                      num(r["median"]), num(r["p99"]), num(r["max"]), r["samples"],
-                     r.get("bound_ms", "?"), r.get("above_bound", "?")])
+                     r.get("bound_ms", "?"), r.get("above_bound", "?"),
+                     r.get("after_lapse_median_ms", "-"), r.get("after_lapse_p99_ms", "-"),
+                     r.get("requests_median", "-"), r.get("requests_p99", "-")])
     if not rows:
-        rows.append(["not measured"] + [""] * 8)
+        rows.append(["not measured"] + [""] * 12)
     return table(["backend", "waiters", "lapse_jitter ms", "median ms", "p99 ms", "max ms",
-                  "samples", "configured bound ms", "above bound"], rows), []
+                  "samples", "configured bound ms", "above bound", "after the lapse median ms",
+                  "after the lapse p99 ms", "extra requests per takeover (median)",
+                  "extra requests p99"], rows), []
 
 
 def was_ratio(res, figure, backend):
@@ -481,9 +496,13 @@ def main():
          "Lease ttl 1 s + transition 1 s (SQL, Redis); ZooKeeper session timeout 2 s.",
          takeover(res)),
         ("2b. Crash takeover with 8 waiters: the lapse jitter", "As in 2, with 8 waiting "
-         "processes; the first to acquire counts. A waiter asks for a lapsed lease at a random "
-         "point of [0, `lapse_jitter`) after it lapses (default 100 ms); 0 lets all 8 ask at "
-         "once.", takeover_jitter(res)),
+         "processes; the first to acquire counts. A waiter that polls for a lapsed lease itself "
+         "asks at a random point of [0, `lapse_jitter`) after it lapses (default 100 ms); 0 lets "
+         "all 8 ask at once. \"After the lapse\": the takeover minus the time from the kill to "
+         "the dead lease's end (its last grant + ttl + transition), i.e. how long the mutex stood "
+         "free. \"Extra requests\": what the 8 waiters sent from 20 ms before the lapse to 200 "
+         "ms after the later of the takeover and the jitter window, beyond their idle rate over "
+         "as long (the herd a lapse brings on the server).", takeover_jitter(res)),
         ("3. Locker throughput", "Uncontended: `baton::locker` lock+unlock cycles from one "
          "thread, beside the same requests issued raw (floor). Contended: 8 processes on one "
          "mutex, owner changes per second.", throughput(res)),
