@@ -25,11 +25,6 @@ struct quiet final : baton::mutex_contender {
   void on_released(const baton::mutex_state&) override {}
 };
 
-// Backends that push controls changes (watch_controls returns a handle); the others poll.
-bool pushes_controls(const std::string& type) {
-  return type == "memory" || type == "redis" || type == "zookeeper" || type == "postgresql";
-}
-
 class records : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
@@ -226,29 +221,54 @@ TEST_P(records, concurrent_controls_updates_from_two_nodes_lose_nothing) {
   EXPECT_EQ(r.version, 2u * per_writer);
 }
 
-TEST_P(records, a_controls_change_by_another_node_is_pushed_where_the_backend_can) {
+// Every backend tells a watcher of a controls change: PostgreSQL (NOTIFY), Redis (pub/sub),
+// ZooKeeper (a watch) and memory push it; SQLite and MySQL find it with the store's controls
+// poll (one SELECT of every row's version per poll_interval), which also wakes each watcher
+// once in its first round.
+TEST_P(records, a_controls_change_by_another_node_reaches_the_watcher) {
   const auto name = unique_name("watch");
   std::atomic<int> calls{0};
   const auto handle = backend_->records().watch_controls(name, [&] { ++calls; });
-  if (!pushes_controls(GetParam())) {
-    // SQLite and MySQL have no push: the leader polls controls every poll_interval.
-    EXPECT_EQ(handle, 0u);
-    return;
-  }
   ASSERT_NE(handle, 0u);
   auto other = another_node();
   baton::write_controls(other->records(), name, 0, "one");
   EXPECT_TRUE(baton::test::wait_until([&] { return calls.load() >= 1; }, 10s));
-  // A second change is pushed too (one-shot watches are re-armed).
-  const int before = calls.load();
+  // A second change is told too (one-shot watches are re-armed; the poll compares versions).
+  int before = calls.load();
   baton::write_controls(other->records(), name, 1, "two");
+  EXPECT_TRUE(baton::test::wait_until([&] { return calls.load() > before; }, 10s));
+  before = calls.load();
+  baton::write_controls(other->records(), name, 2, "three");
   EXPECT_TRUE(baton::test::wait_until([&] { return calls.load() > before; }, 10s));
   backend_->records().unwatch_controls(handle);
   // After unwatch no more calls come (allow one already in flight).
   const int after = calls.load();
-  baton::write_controls(other->records(), name, 2, "three");
-  std::this_thread::sleep_for(300ms);  // a bounded look for a call that must not come
+  baton::write_controls(other->records(), name, 3, "four");
+  std::this_thread::sleep_for(
+      1200ms);  // a bounded look (two SQL polls) for a call that must not come
   EXPECT_LE(calls.load(), after + 1);
+}
+
+TEST_P(records, a_controls_watcher_is_not_woken_by_changes_of_other_names) {
+  const auto name = unique_name("watched");
+  const auto other_name = unique_name("unwatched");
+  std::atomic<int> calls{0}, other_calls{0};
+  const auto handle = backend_->records().watch_controls(name, [&] { ++calls; });
+  const auto other_handle = backend_->records().watch_controls(other_name, [&] { ++other_calls; });
+  auto other = another_node();
+  // Two changes of `other_name` told: any first-round wake of `name` is over by then.
+  baton::write_controls(other->records(), other_name, 0, "a");
+  ASSERT_TRUE(baton::test::wait_until([&] { return other_calls.load() >= 1; }, 10s));
+  int before = other_calls.load();
+  baton::write_controls(other->records(), other_name, 1, "b");
+  ASSERT_TRUE(baton::test::wait_until([&] { return other_calls.load() > before; }, 10s));
+  const int quiet = calls.load();
+  before = other_calls.load();
+  baton::write_controls(other->records(), other_name, 2, "c");
+  ASSERT_TRUE(baton::test::wait_until([&] { return other_calls.load() > before; }, 10s));
+  EXPECT_EQ(calls.load(), quiet);
+  backend_->records().unwatch_controls(handle);
+  backend_->records().unwatch_controls(other_handle);
 }
 
 TEST_P(records, a_read_only_backend_reads_records_and_writes_none) {

@@ -42,7 +42,8 @@ enum which {
   select_many_stmt,
   insert_many_stmt,
   release_many_stmt,
-  poll_many_stmt
+  poll_many_stmt,
+  controls_versions_stmt
 };
 
 int socket_of(dialect d, soci::session& session) {
@@ -240,9 +241,10 @@ connection::~connection() noexcept {
     write_state_.reset();
     read_state_.reset();
     notify_.reset();
-    for (auto* slot : {&acquire_many_, &select_many_, &insert_many_, &release_many_, &poll_many_,
-                       &lock_owner_, &max_seq_, &insert_history_, &prune_history_, &read_history_,
-                       &read_controls_, &insert_controls_, &update_controls_, &notify_controls_})
+    for (auto* slot :
+         {&acquire_many_, &select_many_, &insert_many_, &release_many_, &poll_many_, &lock_owner_,
+          &max_seq_, &insert_history_, &prune_history_, &read_history_, &read_controls_,
+          &insert_controls_, &update_controls_, &notify_controls_, &controls_versions_})
       slot->reset();
     session_.reset();
   } catch (...) {
@@ -318,6 +320,10 @@ soci::statement& connection::prepared(std::unique_ptr<soci::statement>& slot, in
     case read_controls_stmt:
       slot = std::make_unique<soci::statement>(
           (s.prepare << sql_.read_controls, into(version_), into(bytes_), use(name_, "name")));
+      break;
+    case controls_versions_stmt:
+      slot = std::make_unique<soci::statement>(
+          (s.prepare << sql_.controls_versions, into(row_name_), into(version_)));
       break;
     case insert_controls_stmt:
       slot = std::make_unique<soci::statement>(
@@ -836,6 +842,15 @@ std::vector<std::string> connection::free_among(const std::vector<std::string>& 
   std::sort(busy.begin(), busy.end());
   for (const auto& n : names)
     if (!std::binary_search(busy.begin(), busy.end(), n)) out.push_back(n);
+  return out;
+}
+
+std::vector<std::pair<std::string, std::uint64_t>> connection::controls_versions() {
+  std::vector<std::pair<std::string, std::uint64_t>> out;
+  auto& select = prepared(controls_versions_, controls_versions_stmt);
+  select.execute(false);
+  while (select.fetch()) out.emplace_back(row_name_, static_cast<std::uint64_t>(version_));
+  std::sort(out.begin(), out.end());
   return out;
 }
 

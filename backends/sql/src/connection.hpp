@@ -98,6 +98,8 @@ class connection {
   std::vector<history_entry> read_history(const std::string& name, std::size_t limit);
   /// The controls record of `name` ({"", 0} when never written).
   controls_record read_controls(const std::string& name);
+  /// The name and version of every controls row, sorted by name (the controls watch's poll).
+  std::vector<std::pair<std::string, std::uint64_t>> controls_versions();
   /// Writes the controls of `name` if their version is `expected` (0: no row yet); true if it
   /// did. PostgreSQL: NOTIFYs the change in the same transaction.
   bool write_controls(const std::string& name, std::uint64_t expected, const std::string& bytes);
@@ -197,7 +199,8 @@ class connection {
   std::string bytes_, payload_, checking_, meta_key_, meta_value_;
   long long seq_ = 0, cut_ = 0, limit_ = 0, version_ = 0, expected_ = 0, locked_fence_ = 0;
   std::unique_ptr<soci::statement> lock_owner_, max_seq_, insert_history_, prune_history_,
-      read_history_, read_controls_, insert_controls_, update_controls_, notify_controls_;
+      read_history_, read_controls_, insert_controls_, update_controls_, notify_controls_,
+      controls_versions_;
 };
 
 }  // namespace baton::backends::sql::detail

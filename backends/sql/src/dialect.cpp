@@ -424,6 +424,7 @@ dialect_sql make_dialect_sql(dialect d, const std::string& table) {
   sql.prune_history = expand(prune_history_template, sql);
   sql.read_history = expand(read_history_template, sql);
   sql.read_controls = expand("SELECT version, bytes FROM {c} WHERE name = :name", sql);
+  sql.controls_versions = expand("SELECT name, version FROM {c}", sql);
   sql.update_controls = expand(update_controls_template, sql);
   sql.check_history =
       expand("SELECT name, seq, fence, written_at, bytes FROM {h} WHERE 1 = 0", sql);

@@ -54,18 +54,19 @@ struct dialect_sql {
   std::string history_table;
   std::string controls_table;
   std::string rollback;
-  std::string lock_owner;       ///< :name :me :fence -> fence; locks the row (PG/MySQL FOR UPDATE)
-  std::string max_seq;          ///< :name -> the highest seq of the history (0 when empty)
-  std::string insert_history;   ///< :name :seq :fence :bytes
-  std::string prune_history;    ///< :name :cut; deletes entries with seq <= cut
-  std::string read_history;     ///< :name :limit -> seq, fence, bytes, newest first
-  std::string read_controls;    ///< :name -> version, bytes
-  std::string insert_controls;  ///< :name :bytes; version 1, affects no row when one exists
-  std::string update_controls;  ///< :bytes :name :expected; version + 1 where version = expected
-  std::string check_history;    ///< fails when the history table or a column is missing
-  std::string check_controls;   ///< fails when the controls table or a column is missing
-  std::string find_history_t;   ///< what :t of find_table binds for the history table
-  std::string find_controls_t;  ///< what :t of find_table binds for the controls table
+  std::string lock_owner;      ///< :name :me :fence -> fence; locks the row (PG/MySQL FOR UPDATE)
+  std::string max_seq;         ///< :name -> the highest seq of the history (0 when empty)
+  std::string insert_history;  ///< :name :seq :fence :bytes
+  std::string prune_history;   ///< :name :cut; deletes entries with seq <= cut
+  std::string read_history;    ///< :name :limit -> seq, fence, bytes, newest first
+  std::string read_controls;   ///< :name -> version, bytes
+  std::string controls_versions;  ///< -> name, version of every controls row
+  std::string insert_controls;    ///< :name :bytes; version 1, affects no row when one exists
+  std::string update_controls;    ///< :bytes :name :expected; version + 1 where version = expected
+  std::string check_history;      ///< fails when the history table or a column is missing
+  std::string check_controls;     ///< fails when the controls table or a column is missing
+  std::string find_history_t;     ///< what :t of find_table binds for the history table
+  std::string find_controls_t;    ///< what :t of find_table binds for the controls table
   /// PostgreSQL: the NOTIFY payload of a controls change of `name` (on `channel`); releases
   /// notify the bare name, and mutex names have no ':'.
   static std::string controls_payload(const std::string& name) { return "controls:" + name; }

@@ -748,12 +748,82 @@ void sql_store::async_write_controls(const std::string& name, std::uint64_t expe
 }
 
 std::uint64_t sql_store::watch_controls(const std::string& name, std::function<void()> changed) {
-  if (!listener_) return 0;
-  return listener_->watch(dialect_sql::controls_payload(name), std::move(changed));
+  if (listener_) return listener_->watch(dialect_sql::controls_payload(name), std::move(changed));
+  if (no_sqlite_file(options_)) return 0;  // nothing to read (read-only, no file yet): poll
+  bool start = false;
+  std::uint64_t handle = 0;
+  {
+    std::lock_guard lock(controls_mutex_);
+    handle = next_controls_watch_++;
+    controls_watchers_.emplace(handle, controls_watcher{name, std::move(changed)});
+    start = !std::exchange(controls_polling_, true);
+  }
+  if (start) schedule_controls_poll();
+  return handle;
 }
 
 void sql_store::unwatch_controls(std::uint64_t handle) noexcept {
-  if (listener_ && handle != 0) listener_->unwatch(handle);
+  if (handle == 0) return;
+  if (listener_) return listener_->unwatch(handle);
+  std::lock_guard lock(controls_mutex_);
+  controls_watchers_.erase(handle);
+}
+
+void sql_store::schedule_controls_poll() {
+  auto timer = std::make_shared<boost::asio::steady_timer>(runtime_.io(), options_.poll_interval);
+  timer->async_wait([weak = weak_from_this(), timer](boost::system::error_code ec) {
+    auto self = weak.lock();
+    if (!self) return;
+    if (ec) {
+      std::lock_guard lock(self->controls_mutex_);
+      self->controls_polling_ = false;
+      return;
+    }
+    self->controls_round();
+  });
+}
+
+void sql_store::controls_round() {
+  {
+    std::lock_guard lock(controls_mutex_);
+    if (controls_watchers_.empty()) {
+      controls_polling_ = false;
+      return;
+    }
+  }
+  auto rows = std::make_shared<std::vector<std::pair<std::string, std::uint64_t>>>();
+  submit(
+      "poll_controls", options_.table, options_.statement_timeout + watchdog_slack, true,
+      [this, rows](connection& c) {
+        if (records_table_readable(c, false)) *rows = c.controls_versions();
+        return std::error_code{};
+      },
+      [self = shared_from_this(), rows](std::error_code ec) {
+        // A failed round (logged) wakes nobody; the next one compares with the last good one.
+        if (ec) return self->schedule_controls_poll();
+        std::vector<std::function<void()>> calls;
+        {
+          std::lock_guard lock(self->controls_mutex_);
+          std::map<std::string, std::uint64_t> now(rows->begin(), rows->end());
+          for (auto& [handle, w] : self->controls_watchers_) {
+            const auto version = [&](const std::map<std::string, std::uint64_t>& m) {
+              auto it = m.find(w.name);
+              return it == m.end() ? std::uint64_t{0} : it->second;
+            };
+            // A watcher that came after the last round read its controls after that round's
+            // snapshot: a change since shows as a new version. Without a snapshot yet, it is
+            // woken once to read again.
+            const bool woken = (w.fresh && !self->controls_baseline_) ||
+                               version(now) != version(self->controls_versions_);
+            w.fresh = false;
+            if (woken) calls.push_back(w.changed);
+          }
+          self->controls_versions_ = std::move(now);
+          self->controls_baseline_ = true;
+        }
+        for (auto& call : calls) call();
+        self->schedule_controls_poll();
+      });
 }
 
 bool sql_store::table_exists() {

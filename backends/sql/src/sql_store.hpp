@@ -81,7 +81,11 @@ class sql_store final : public lease_store,
   void async_write_controls(const std::string& name, std::uint64_t expected, std::string bytes,
                             controls_handler handler) override;
   /// PostgreSQL: a NOTIFY in the transaction of every controls write wakes `changed` (also once
-  /// after each reconnect of the listening connection). SQLite, MySQL: 0, the caller polls.
+  /// after each reconnect of the listening connection). SQLite, MySQL: the controls poller, one
+  /// SELECT of every controls row's version every poll_interval while anybody watches, wakes
+  /// `changed` when the version of `name` changed (and, in the store's first round only, every
+  /// watcher once: no earlier round tells what it may have missed). So a node with thousands of
+  /// schedules reads one small table per poll_interval instead of each schedule's controls.
   std::uint64_t watch_controls(const std::string& name, std::function<void()> changed) override;
   void unwatch_controls(std::uint64_t handle) noexcept override;
 
@@ -124,6 +128,10 @@ class sql_store final : public lease_store,
   void refresh_poll_list();
   /// Calls the wake-ups of every watcher of `names` (sorted).
   void wake(const std::vector<std::string>& names);
+  /// The controls poller (SQLite, MySQL): arms the next round, poll_interval from now.
+  void schedule_controls_poll();
+  /// One round: reads every controls row's version, wakes the watchers of changed ones.
+  void controls_round();
 
   // Batched acquires and releases. Requests wait in a queue per group (same kind, ttl and
   // transition: one statement serves a group, each row for its own owner); up to pool_size drainers
@@ -194,6 +202,18 @@ class sql_store final : public lease_store,
   std::shared_ptr<const std::vector<std::string>> poll_names_;  // watched names, sorted, distinct
   std::chrono::milliseconds poll_every_{0};                     // the shortest poll_interval
   std::atomic<std::size_t> watched_{0};  // watchers_.size(), read without the lock
+
+  struct controls_watcher {
+    std::string name;
+    std::function<void()> changed;
+    bool fresh = true;  // not yet served by a round
+  };
+  std::mutex controls_mutex_;  // guards the fields below
+  std::map<std::uint64_t, controls_watcher> controls_watchers_;
+  std::uint64_t next_controls_watch_ = 1;
+  bool controls_polling_ = false;   // a round is armed or running
+  bool controls_baseline_ = false;  // a round completed: controls_versions_ holds its rows
+  std::map<std::string, std::uint64_t> controls_versions_;  // every row of the last round
 
   std::mutex batch_mutex_;  // guards the fields below
   std::map<lease_key, lease_group> groups_;
