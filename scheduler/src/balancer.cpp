@@ -331,11 +331,20 @@ void balancer::compute(std::uint64_t gen, std::shared_ptr<tick_state> t) {
   alive_ = std::move(alive);
   self_alive_ = !leaving_ && last_write_ok_ && now - *last_write_ok_ < options_.member_timeout;
 
-  // The schedules and the view.
-  std::vector<balance_schedule> bs;
-  for (const auto& s : schedules_())
-    bs.push_back({s->name(), s->required_tags(), s->preferred_tags()});
-  const auto digest = schedules_digest(bs);
+  // The schedules and the view (rebuilt when the list changed).
+  auto list = schedules_();
+  if (list != list_) {
+    list_ = std::move(list);
+    list_view_.clear();
+    list_view_.reserve(list_.size());
+    for (const auto& s : list_)
+      list_view_.push_back({s->name(), s->required_tags(), s->preferred_tags()});
+    list_digest_ = schedules_digest(list_view_);
+    list_index_.clear();
+    owners_nodes_.reset();
+  }
+  const auto& bs = list_view_;
+  const auto& digest = list_digest_;
   std::vector<balance_node> nodes;
   bool mixed = false;
   for (const auto& [id, m] : members_) {
@@ -368,14 +377,15 @@ void balancer::compute(std::uint64_t gen, std::shared_ptr<tick_state> t) {
     log({.event = "balance.view"})
         .info("view {}: {} live node(s) [{}]", view, nodes.size(), join(shown));
   }
-  assignment_.clear();
-  assigned_ = 0;
-  if (self_alive_ && !mixed_) {
-    const auto owners = assign_schedules(nodes, bs);
-    for (std::size_t i = 0; i < bs.size(); ++i) {
-      assignment_[bs[i].name] = owners[i];
-      if (owners[i] == options_.node_id) ++assigned_;
-    }
+  if (!self_alive_ || mixed_) {
+    owners_.assign(bs.size(), std::string());
+    owners_nodes_.reset();
+    assigned_ = 0;
+  } else if (!owners_nodes_ || *owners_nodes_ != nodes) {
+    owners_ = assign_schedules(nodes, bs);
+    owners_nodes_ = nodes;
+    assigned_ =
+        static_cast<std::size_t>(std::count(owners_.begin(), owners_.end(), options_.node_id));
   }
   {
     std::lock_guard lock(status_mutex_);
@@ -465,7 +475,8 @@ void balancer::apply(std::uint64_t gen) {
   const auto now = std::chrono::steady_clock::now();
   auto list = schedules_();
   if (leaving_) {
-    for (const auto& s : list) wanted_[s] = false;
+    wanted_.assign(list.size(), 0);
+    wanted_list_ = std::move(list);
     return finish(gen);
   }
   // Start contending once this node has been in the registry for a heartbeat, so that nodes
@@ -486,24 +497,33 @@ void balancer::apply(std::uint64_t gen) {
         .info("node '{}' (tags [{}]) contends for {} of {} schedule(s)", options_.node_id,
               join(options_.tags), assigned_, list.size());
   }
-  std::map<std::shared_ptr<balanced_schedule>, bool> wanted;
+  // What each schedule was told before: by index while the list is the same, else looked up
+  // (-1: never told).
+  std::vector<char> told(list.size(), -1);
+  if (list == wanted_list_) {
+    for (std::size_t i = 0; i < list.size(); ++i) told[i] = wanted_[i];
+  } else {
+    std::map<std::shared_ptr<balanced_schedule>, char> before;
+    for (std::size_t i = 0; i < wanted_list_.size(); ++i) before[wanted_list_[i]] = wanted_[i];
+    for (std::size_t i = 0; i < list.size(); ++i)
+      if (auto b = before.find(list[i]); b != before.end()) told[i] = b->second;
+  }
+  wanted_.assign(list.size(), 0);
   leads_ = 0;
-  for (const auto& s : list) {
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    const auto& s = list[i];
     bool want = false;
     if (startup_)
       want = false;
     else if (!self_alive_ || mixed_)
       want = has_tags(options_.tags, s->required_tags());  // first come
-    else {
-      auto a = assignment_.find(s->name());
-      want = a != assignment_.end() && a->second == options_.node_id;
-    }
-    auto old = wanted_.find(s);
-    if (old == wanted_.end() || old->second != want) s->set_wanted(want);
-    wanted[s] = want;
+    else
+      want = assigned_node(list, i) == options_.node_id;
+    if (told[i] != static_cast<char>(want)) s->set_wanted(want);
+    wanted_[i] = want;
     if (s->is_owner()) ++leads_;
   }
-  wanted_ = std::move(wanted);
+  wanted_list_ = list;
 
   // Handoffs: only on a settled view both sides share.
   if (!startup_ && self_alive_ && !mixed_ && now - view_since_ >= options_.settle) {
@@ -516,13 +536,13 @@ void balancer::apply(std::uint64_t gen) {
       for (std::size_t k = 0; k < n && quota > 0; ++k) {
         const auto& s = list[(rotate_ + k) % n];
         if (!s->is_owner()) continue;
-        auto a = assignment_.find(s->name());
-        if (a == assignment_.end() || a->second.empty() || a->second == options_.node_id) continue;
-        auto m = members_.find(a->second);
-        if (m == members_.end() || !alive_[a->second] || m->second.view != view_) continue;
+        const auto& assigned = assigned_node(list, (rotate_ + k) % n);
+        if (assigned.empty() || assigned == options_.node_id) continue;
+        auto m = members_.find(assigned);
+        if (m == members_.end() || !alive_[assigned] || m->second.view != view_) continue;
         if (!bucket_.take(now)) break;
         --quota;
-        const auto to = a->second;
+        const auto to = assigned;
         s->try_handoff([self = shared_from_this(), name = s->name(), to](bool done) {
           boost::asio::post(self->strand_, [self, name, to, done] {
             if (!done) return self->bucket_.refund();
@@ -544,6 +564,19 @@ void balancer::apply(std::uint64_t gen) {
     drained_logged_ = false;
   }
   finish(gen);
+}
+
+const std::string& balancer::assigned_node(
+    const std::vector<std::shared_ptr<balanced_schedule>>& list, std::size_t index) {
+  static const std::string none;
+  if (owners_.size() != list_.size()) return none;
+  // The list compute() assigned (the usual case): by index.
+  if (index < list_.size() && list[index] == list_[index]) return owners_[index];
+  // The list changed since (a schedule added or removed): by name.
+  if (list_index_.empty())
+    for (std::size_t i = 0; i < list_.size(); ++i) list_index_.emplace(list_[i]->name(), i);
+  auto it = list_index_.find(list[index]->name());
+  return it == list_index_.end() ? none : owners_[it->second];
 }
 
 void balancer::finish(std::uint64_t gen) {

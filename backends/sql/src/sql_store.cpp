@@ -804,22 +804,25 @@ void sql_store::controls_round() {
         std::vector<std::function<void()>> calls;
         {
           std::lock_guard lock(self->controls_mutex_);
-          std::map<std::string, std::uint64_t> now(rows->begin(), rows->end());
-          for (auto& [handle, w] : self->controls_watchers_) {
-            const auto version = [&](const std::map<std::string, std::uint64_t>& m) {
-              auto it = m.find(w.name);
-              return it == m.end() ? std::uint64_t{0} : it->second;
-            };
-            // A watcher that came after the last round read its controls after that round's
-            // snapshot: a change since shows as a new version. Without a snapshot yet, it is
-            // woken once to read again.
-            const bool woken = (w.fresh && !self->controls_baseline_) ||
-                               version(now) != version(self->controls_versions_);
-            w.fresh = false;
-            if (woken) calls.push_back(w.changed);
+          // Usually nothing changed: one comparison of two short sorted lists.
+          if (!self->controls_baseline_ || *rows != self->controls_versions_) {
+            // The names whose version changed (or that appeared or went) since the last round.
+            std::vector<std::string> changed;
+            const auto& old = self->controls_versions_;
+            std::vector<std::pair<std::string, std::uint64_t>> diff;
+            std::set_symmetric_difference(rows->begin(), rows->end(), old.begin(), old.end(),
+                                          std::back_inserter(diff));
+            for (auto& [name, version] : diff) changed.push_back(std::move(name));
+            std::sort(changed.begin(), changed.end());
+            // Without an earlier round, a watcher may have missed a change before this one's
+            // snapshot: all are woken once to read again.
+            for (const auto& [handle, w] : self->controls_watchers_)
+              if (!self->controls_baseline_ ||
+                  std::binary_search(changed.begin(), changed.end(), w.name))
+                calls.push_back(w.changed);
+            self->controls_versions_ = std::move(*rows);
+            self->controls_baseline_ = true;
           }
-          self->controls_versions_ = std::move(now);
-          self->controls_baseline_ = true;
         }
         for (auto& call : calls) call();
         self->schedule_controls_poll();

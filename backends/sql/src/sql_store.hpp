@@ -206,14 +206,13 @@ class sql_store final : public lease_store,
   struct controls_watcher {
     std::string name;
     std::function<void()> changed;
-    bool fresh = true;  // not yet served by a round
   };
   std::mutex controls_mutex_;  // guards the fields below
   std::map<std::uint64_t, controls_watcher> controls_watchers_;
   std::uint64_t next_controls_watch_ = 1;
   bool controls_polling_ = false;   // a round is armed or running
   bool controls_baseline_ = false;  // a round completed: controls_versions_ holds its rows
-  std::map<std::string, std::uint64_t> controls_versions_;  // every row of the last round
+  std::vector<std::pair<std::string, std::uint64_t>> controls_versions_;  // sorted, last round
 
   std::mutex batch_mutex_;  // guards the fields below
   std::map<lease_key, lease_group> groups_;

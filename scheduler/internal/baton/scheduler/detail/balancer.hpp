@@ -183,9 +183,24 @@ class balancer : public std::enable_shared_from_this<balancer> {
   // Members read without a written record, since when (steady clock).
   std::map<std::string, time_point> unwritten_since_;
   std::map<std::string, bool> alive_;
-  // By shared_ptr, not address: a schedule removed and another added may reuse the address.
-  std::map<std::shared_ptr<balanced_schedule>, bool> wanted_;
-  std::map<std::string, std::string> assignment_;  // schedule -> node
+  // What each schedule was last told (set_wanted), parallel to wanted_list_. By shared_ptr,
+  // not address: a schedule removed and another added may reuse the address.
+  std::vector<std::shared_ptr<balanced_schedule>> wanted_list_;
+  std::vector<char> wanted_;
+  // The schedule list compute() last saw, its balance_schedule view and digest (a schedule's
+  // tags never change: a changed schedule is a new object), and the assignment, parallel to
+  // list_ (schedule i -> node id, "" for none). Rebuilt only when the list or the assigning
+  // nodes change: with 10,000 schedules, rebuilding them every heartbeat was most of an idle
+  // node's CPU.
+  std::vector<std::shared_ptr<balanced_schedule>> list_;
+  std::vector<balance_schedule> list_view_;
+  std::string list_digest_;
+  std::vector<std::string> owners_;
+  std::optional<std::vector<balance_node>> owners_nodes_;  // the nodes owners_ is for
+  /// The node schedule `s` (at `index` of `list`) is assigned to, "" for none.
+  const std::string& assigned_node(const std::vector<std::shared_ptr<balanced_schedule>>& list,
+                                   std::size_t index);
+  std::map<std::string, std::size_t> list_index_;  // by name; built when a lookup needs it
   std::size_t assigned_ = 0;
   std::size_t leads_ = 0;
   std::size_t rotate_ = 0;
