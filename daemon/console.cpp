@@ -9,6 +9,7 @@
 #include <optional>
 #include <vector>
 
+#include <boost/asio/ip/address.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <nlohmann/json.hpp>
@@ -102,6 +103,33 @@ std::vector<std::string> segments(const std::string& path) {
     pos = slash + 1;
   }
   return out;
+}
+
+// True for "127.0.0.1", "[::1]:9464", "localhost:80": a Host header naming an address, not a
+// name that DNS could point anywhere.
+bool literal_host(std::string_view host) {
+  if (host.empty()) return false;
+  std::string_view name = host;
+  if (host.front() == '[') {
+    const auto close = host.find(']');
+    if (close == std::string_view::npos) return false;
+    name = host.substr(1, close - 1);
+  } else if (const auto colon = host.rfind(':'); colon != std::string_view::npos) {
+    name = host.substr(0, colon);
+  }
+  if (name == "localhost") return true;
+  boost::system::error_code ec;
+  (void)boost::asio::ip::make_address(std::string(name), ec);
+  return !ec;
+}
+
+bool loopback_peer(const std::string& ip) {
+  boost::system::error_code ec;
+  auto a = boost::asio::ip::make_address(ip, ec);
+  if (ec) return false;
+  if (a.is_v6() && a.to_v6().is_v4_mapped())
+    a = boost::asio::ip::make_address_v4(boost::asio::ip::v4_mapped, a.to_v6());
+  return a.is_loopback();
 }
 
 // A token bucket per client address.
@@ -215,7 +243,8 @@ const config::schedule_config* console::impl::schedule(const std::string& name) 
 
 void console::impl::blocking(std::function<http_reply(mutex_backend&)> work,
                              std::function<void(http_reply)> respond) {
-  if (stopped) return respond(error_reply(503, "the daemon is stopping"));
+  if (stopped)
+    return respond(error_reply(503, "the console is stopping (daemon stop or reload); retry"));
   if (in_flight.fetch_add(1) >= limits.max_in_flight) {
     --in_flight;
     auto r = error_reply(503, "busy: " + std::to_string(limits.max_in_flight) +
@@ -341,6 +370,13 @@ void console::handle(const http_request& request, boost::asio::io_context&,
     r.headers.emplace_back("Retry-After", "1");
     return respond(std::move(r));
   }
+  // DNS rebinding: a page of another site whose name now resolves to 127.0.0.1 reaches this
+  // listener from the local browser with that name in Host. Local clients must use an address.
+  if (loopback_peer(request.peer_ip) && !literal_host(request.host))
+    return respond(error_reply(
+        421, "Host '" + request.host +
+                 "' refused: from this machine, open the console by address (127.0.0.1, [::1] "
+                 "or localhost), not by a name"));
   const std::string& path = request.path;
   const bool get = request.method == "GET" || request.method == "HEAD";
   if (path == "/" || path == "/index.html" || path == "/console.js" || path == "/console.css") {

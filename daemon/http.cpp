@@ -140,6 +140,8 @@ class session : public std::enable_shared_from_this<session> {
     }
     if (auto it = req.find(bhttp::field::authorization); it != req.end())
       request.authorization = std::string(it->value());
+    if (auto it = req.find(bhttp::field::host); it != req.end())
+      request.host = std::string(it->value());
     request.body = req.body();
     request.peer = peer_;
     request.peer_ip = peer_ip_;
@@ -496,8 +498,12 @@ void http_endpoints::attach(const scheduler& s, std::shared_ptr<mutex_backend> b
 }
 
 void http_endpoints::set_console(std::shared_ptr<http_routes> console) {
-  std::lock_guard lock(state_->mutex);
-  state_->console = std::move(console);
+  {
+    std::lock_guard lock(state_->mutex);
+    std::swap(state_->console, console);
+  }
+  // The one replaced ends here, outside the lock: stop() waits for its backend requests.
+  if (console) console->stop();
 }
 
 void http_endpoints::count_reload(bool applied) noexcept {

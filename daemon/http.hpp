@@ -28,6 +28,7 @@ struct http_request {
   std::string path;           ///< the target without its query
   std::string query;          ///< after '?', "" when none
   std::string authorization;  ///< the Authorization header, "" when none
+  std::string host;           ///< the Host header, "" when none
   std::string body;           ///< at most limits::body_bytes
   std::string peer;           ///< the client's address, "127.0.0.1:50412"
   std::string peer_ip;        ///< the client's address without the port

@@ -122,6 +122,18 @@ class console_api(unittest.TestCase):
         self.assertIn("refused (401)", log)
         self.assertNotIn(TOKEN, log + self.b.text())
 
+    def test_421_for_a_name_in_host_from_this_machine(self):
+        # DNS rebinding guard: a local client must name an address, not a host name.
+        status, _, body = request(self.a.port, "GET", "/api/v1/schedules",
+                                  headers={"Host": "evil.example:%d" % self.a.port})
+        self.assertEqual(status, 421, body)
+        for host in ("localhost:%d" % self.a.port, "127.0.0.1", "[::1]:80"):
+            status, _, body = request(self.a.port, "GET", "/api/v1/node", headers={"Host": host})
+            self.assertEqual(status, 200, (host, body))
+        # /metrics is not the console's.
+        status, _, _ = request(self.a.port, "GET", "/metrics", headers={"Host": "evil.example"})
+        self.assertEqual(status, 200)
+
     def test_413_for_a_large_body(self):
         status, _, _ = request(self.a.port, "POST", "/api/v1/schedules/alpha/pause",
                                headers=self.auth(), body="x" * 4096)
