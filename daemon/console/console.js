@@ -32,6 +32,7 @@ function ago(iso) {
   if (!iso) return '';
   const d = (Date.parse(iso) - Date.now()) / 1000;
   const a = Math.abs(d);
+  if (a < 1) return 'now';
   const t = a < 60 ? Math.round(a) + 's' : a < 3600 ? Math.round(a / 60) + 'm' : Math.round(a / 3600) + 'h';
   return d < 0 ? t + ' ago' : 'in ' + t;
 }
