@@ -47,14 +47,6 @@ constexpr int schedules = 10;
 
 void log(const std::string& line) { std::cerr << "baton_console_bench: " << line << std::endl; }
 
-std::string fixed(double v, int digits = 3) {
-  std::ostringstream o;
-  o.setf(std::ios::fixed);
-  o.precision(digits);
-  o << v;
-  return o.str();
-}
-
 std::string read_all(const std::string& path) {
   std::ifstream in(path);
   std::stringstream s;
@@ -261,8 +253,8 @@ void bench_sqlite(const std::string& type, int pairs) {
                              "without (floor) the polling client"}};
     emit("console_cost_" + subject, type, "baton", unit, w, extra);
     emit("console_cost_" + subject, type, "floor", unit, wo, extra);
-    log(type + ": " + subject + " with polling " + fixed(w.median) + " " + unit + ", without " +
-        fixed(wo.median) + " " + unit + ", ratio " + fixed(ratio, 4));
+    log(type + ": " + subject + " with polling " + fixed(w.median, 3) + " " + unit + ", without " +
+        fixed(wo.median, 3) + " " + unit + ", ratio " + fixed(ratio, 4));
   };
   report("lock_unlock", "us", lock_with, lock_without);
   report("handover", "ms", hand_with, hand_without);

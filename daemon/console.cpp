@@ -197,7 +197,7 @@ struct console::impl {
 
 bool console::impl::allow(const std::string& address) {
   const auto now = steady::now();
-  if (buckets.size() >= max_buckets) {
+  if (buckets.size() >= max_buckets && buckets.find(address) == buckets.end()) {
     for (auto it = buckets.begin(); it != buckets.end();) {
       const double dt = std::chrono::duration<double>(now - it->second.at).count();
       if (it->second.tokens + dt * limits.rate_per_second >= limits.burst)
