@@ -537,7 +537,15 @@ void http_endpoints::stop() noexcept {
 std::unique_ptr<http_endpoints> start_http_endpoints(const std::optional<std::string>& http_listen,
                                                      const config::daemon_config& config,
                                                      runtime& rt, std::string version) {
-  if (!http_listen && !config.http_listen) return nullptr;
+  if (!http_listen && !config.http_listen) {
+    if (config.console.enabled)
+      detail::log({.event = "http.console_unserved"})
+          .warn(
+              "{}: /http/console is on but nothing listens: set /http/listen (e.g. "
+              "\"127.0.0.1:9464\") or pass --http-listen",
+              config.source);
+    return nullptr;
+  }
   // --http-listen was checked when the command line was read.
   const auto address =
       http_listen ? config::parse_listen_address(*http_listen) : *config.http_listen;

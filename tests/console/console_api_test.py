@@ -269,6 +269,26 @@ class console_config(unittest.TestCase):
                       "' has mode 0644: group and others must have no access", r.stderr)
         self.assertNotIn(secret, r.stderr)
 
+    def test_console_without_a_listener_is_logged(self):
+        config, d = self.write_config({"console": True})
+        with open(config) as f:
+            c = json.load(f)
+        c["schedules"][0]["every"] = "1h"
+        with open(config, "w") as f:
+            json.dump(c, f)
+        log = os.path.join(d, "run.log")
+        with open(log, "wb") as out:
+            proc = subprocess.Popen([BATON, "run", "--config", config], stdout=out,
+                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        try:
+            def logged():
+                with open(log, errors="replace") as f:
+                    return "/http/console is on but nothing listens" in f.read()
+            wait_for("the warning", logged)
+        finally:
+            proc.terminate()
+            self.assertEqual(proc.wait(30), 0)
+
     def test_validate_shows_the_console(self):
         config, _ = self.write_config({"listen": "127.0.0.1:9464", "console": True,
                                        "allow_control": True, "token_env": "BATON_TOKEN"})
