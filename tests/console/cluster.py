@@ -59,7 +59,7 @@ def get_json(port, path, **kw):
 class Node:
     """One `baton run` with http.listen 127.0.0.1:0 and the console on."""
 
-    def __init__(self, baton, workdir, name, db, allow_control, extra_http=None):
+    def __init__(self, baton, workdir, name, backend, allow_control, extra_http=None):
         self.baton, self.name = baton, name
         self.dir = os.path.join(workdir, name)
         os.makedirs(self.dir, exist_ok=True)
@@ -70,7 +70,7 @@ class Node:
             http_conf["token_env"] = TOKEN_ENV
         http_conf.update(extra_http or {})
         config = {
-            "backend": {"type": "sqlite", "path": db},
+            "backend": backend,
             "lease": {"ttl": "2s", "transition": "2s", "retry_period": "200ms",
                       "poll_interval": "100ms"},
             "node": {"id": name},
@@ -128,14 +128,30 @@ class Node:
             self.logf.close()
 
 
-class Cluster:
-    """Two nodes on one SQLite file: A with the controls (token in TOKEN_ENV), B read-only."""
+def backend_for(kind, workdir):
+    """The backend object of a config: a SQLite file in `workdir`, or a test server named by the
+    environment scripts/servers.sh exports (BATON_TEST_*), as tests/support/env.cpp reads it."""
+    if kind == "sqlite":
+        return {"type": "sqlite", "path": os.path.join(workdir, "shared.db")}
+    env = {"postgresql": ("connection", "BATON_TEST_POSTGRES"),
+           "mysql": ("connection", "BATON_TEST_MYSQL"),
+           "redis": ("url", "BATON_TEST_REDIS_URL"),
+           "zookeeper": ("hosts", "BATON_TEST_ZOOKEEPER")}
+    key, var = env[kind]
+    if not os.environ.get(var):
+        raise AssertionError("%s is not set (scripts/servers.sh sets it)" % var)
+    return {"type": kind, key: os.environ[var]}
 
-    def __init__(self, baton, hint):
+
+class Cluster:
+    """Two nodes on one backend (by default a SQLite file): A with the controls (token in
+    TOKEN_ENV), B read-only."""
+
+    def __init__(self, baton, hint, backend="sqlite"):
         self.workdir = tempfile.mkdtemp(prefix="baton-%s-" % hint)
-        db = os.path.join(self.workdir, "shared.db")
-        self.a = Node(baton, self.workdir, "node-a", db, allow_control=True)
-        self.b = Node(baton, self.workdir, "node-b", db, allow_control=False)
+        b = backend_for(backend, self.workdir)
+        self.a = Node(baton, self.workdir, "node-a", b, allow_control=True)
+        self.b = Node(baton, self.workdir, "node-b", b, allow_control=False)
 
     def __enter__(self):
         self.a.start()

@@ -21,6 +21,7 @@ import cluster  # noqa: E402
 from cluster import TOKEN, get_json, request, wait_for  # noqa: E402
 
 BATON = None
+BACKEND = "sqlite"
 
 
 def baton_json(*args):
@@ -32,7 +33,7 @@ def baton_json(*args):
 class console_api(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.cluster = cluster.Cluster(BATON, "console-api").__enter__()
+        cls.cluster = cluster.Cluster(BATON, "console-api", BACKEND).__enter__()
         cls.a, cls.b = cls.cluster.a, cls.cluster.b
 
     @classmethod
@@ -82,7 +83,7 @@ class console_api(unittest.TestCase):
     def test_node_names_itself_its_version_backend_and_clock_offset(self):
         node = get_json(self.a.port, "/api/v1/node")
         self.assertEqual(node["id"], "node-a")
-        self.assertEqual(node["backend"]["type"], "sqlite")
+        self.assertEqual(node["backend"]["type"], BACKEND)
         self.assertIn("clock_offset_ms", node)
         self.assertTrue(node["version"])
         self.assertTrue(node["console"]["allow_control"])
@@ -305,6 +306,10 @@ class console_config(unittest.TestCase):
 if __name__ == "__main__":
     parser = argparse.ArgumentParser()
     parser.add_argument("--baton", required=True)
+    parser.add_argument("--backend", default="sqlite",
+                        help="sqlite (a file; ctest's), or postgresql, mysql, redis, zookeeper: "
+                             "the servers of scripts/servers.sh, named by BATON_TEST_*")
     args, rest = parser.parse_known_args()
     BATON = os.path.abspath(args.baton)
+    BACKEND = args.backend
     unittest.main(argv=[sys.argv[0], "-v", *rest])
