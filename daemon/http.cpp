@@ -145,14 +145,20 @@ class session : public std::enable_shared_from_this<session> {
     request.body = req.body();
     request.peer = peer_;
     request.peer_ip = peer_ip_;
+    // Called on the server's thread, or from another thread (the console's pool): then the
+    // answer is posted there. The copies of `respond` hold the session only until the first call
+    // takes it: a copy destroyed later on another thread must not end the session there (its
+    // destructor touches the server's state).
     auto done = std::make_shared<std::atomic<bool>>(false);
-    // Called on the server's thread, or from another thread: then the answer is posted there.
-    auto respond = [self = shared_from_this(), done, head, version, keep_alive](http_reply reply) {
+    auto holder = std::make_shared<std::shared_ptr<session>>(shared_from_this());
+    auto respond = [holder, done, head, version, keep_alive](http_reply reply) {
       if (done->exchange(true)) return;
+      auto self = std::move(*holder);
       auto& io = self->owner_.io_;
       if (io.get_executor().running_in_this_thread())
         return self->answer(std::move(reply), head, version, keep_alive);
-      boost::asio::post(io, [self, reply = std::move(reply), head, version, keep_alive]() mutable {
+      boost::asio::post(io, [self = std::move(self), reply = std::move(reply), head, version,
+                             keep_alive]() mutable {
         self->answer(std::move(reply), head, version, keep_alive);
       });
     };

@@ -11,6 +11,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -215,6 +216,7 @@ class console_config(unittest.TestCase):
 
     def write_config(self, http, files=None):
         d = tempfile.mkdtemp(prefix="baton-console-config-")
+        self.addCleanup(shutil.rmtree, d, True)
         for name, (text, mode) in (files or {}).items():
             with open(os.path.join(d, name), "w") as f:
                 f.write(text)
