@@ -57,13 +57,7 @@ bool trace() { return env_or("BATON_BALANCE_TRACE", "0") == "1"; }
 
 double seconds(steady::duration d) { return std::chrono::duration<double>(d).count(); }
 
-std::string fixed(double v, int digits = 1) {
-  std::ostringstream o;
-  o.setf(std::ios::fixed);
-  o.precision(digits);
-  o << v;
-  return o.str();
-}
+using bb::fixed;
 
 /// How far a node's lead count may stray from its assigned share (the balancer's tolerance).
 std::size_t tolerance(std::size_t assigned) { return std::max<std::size_t>(1, assigned / 10); }

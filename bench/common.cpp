@@ -186,6 +186,15 @@ std::string bench_bin_dir() {
   std::string self(path, static_cast<std::size_t>(n));
   return self.substr(0, self.find_last_of('/'));
 }
+
+std::string fixed(double v, int digits) {
+  std::ostringstream o;
+  o.setf(std::ios::fixed);
+  o.precision(digits);
+  o << v;
+  return o.str();
+}
+
 std::string env_or(const char* name, const std::string& fallback) {
   const char* v = std::getenv(name);
   return v && *v ? v : fallback;

@@ -85,6 +85,9 @@ std::string field(const std::string& line, std::size_t index);
 /// Sleeps until CLOCK_MONOTONIC reaches `ns` (returns at once if it has).
 void sleep_until_ns(long long ns);
 
+/// `v` with `digits` digits after the point ("0.9285" for fixed(0.92851, 4)).
+std::string fixed(double v, int digits);
+
 /// The environment variable `name`, or `fallback` when it is unset or empty.
 std::string env_or(const char* name, const std::string& fallback);
 

@@ -36,14 +36,6 @@ constexpr double block_seconds = 0.25;
 
 void log(const std::string& line) { std::cerr << "baton_metrics_bench: " << line << std::endl; }
 
-std::string fixed(double v, int digits = 3) {
-  std::ostringstream o;
-  o.setf(std::ios::fixed);
-  o.precision(digits);
-  o << v;
-  return o.str();
-}
-
 std::uint64_t requests_of(const std::string& type) {
   for (const auto& m : baton::backend_metrics_snapshot())
     if (m.type == type) return m.requests;
@@ -112,7 +104,7 @@ void bench_backend(const std::string& type, int pairs) {
       {"definition", "mean lock+unlock cycle per block, metrics on (baton) / off (floor)"}};
   emit("metrics_cost", type, "baton", "us", on, extra);
   emit("metrics_cost", type, "floor", "us", off, extra);
-  log(type + ": on " + fixed(on.median) + " us, off " + fixed(off.median) + " us, ratio " +
+  log(type + ": on " + fixed(on.median, 3) + " us, off " + fixed(off.median, 3) + " us, ratio " +
       fixed(ratio, 4) + " (" + std::to_string(pairs) + " pairs of " + std::to_string(per_block) +
       " cycles, " + fixed(requests_per_cycle, 2) + " requests/cycle)");
 }

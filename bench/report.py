@@ -399,6 +399,28 @@ def metrics(res):
     return out, []
 
 
+def console(res):
+    """Issue 20: the lease path with and without a client polling the web console's API."""
+    rows = []
+    for subject, unit in (("lock_unlock", "us/cycle"), ("handover", "ms")):
+        w, wo = (res.get("console_cost_" + subject, "sqlite"),
+                 res.get("console_cost_" + subject, "sqlite", "floor"))
+        if not w or not wo:
+            rows.append([subject.replace("_", "+"), "not measured"] + [""] * 6)
+            continue
+        rows.append([subject.replace("_", "+"), unit, num(w["median"]), num(wo["median"]),
+                     w.get("ratio_with_without", "-"), num(w["p99"]), num(wo["p99"]),
+                     w["samples"]])
+    out = table(["figure (SQLite)", "unit", "with polling median", "without median",
+                 "with / without", "with p99", "without p99", "samples each"], rows)
+    w = res.get("console_cost_lock_unlock", "sqlite")
+    if w:
+        out += ("\n\nThe client: %s polls of GET /api/v1/schedules (10 schedules), median %s ms, "
+                "p99 %s ms, %s failed." % (w.get("polls", "-"), w.get("poll_median_ms", "-"),
+                                            w.get("poll_p99_ms", "-"), w.get("poll_failures", "-")))
+    return out, []
+
+
 BALANCE_EVENTS = ["start", "drain", "undrain", "leave", "join"]
 
 
@@ -538,9 +560,15 @@ def main():
          "(b) 10,000 schedules firing every minute (cron `* * * * *`) whose job returns at once, "
          "on 3 nodes (child processes) and on 1: start time minus planned fire time of every run "
          "of the fires measured after settle; a fire not run counts as late.", balance(res)),
+        ("9. Cost of the web console on the lease path", "A `baton run` node with the console "
+         "on shares the SQLite file with the measuring process; blocks with and without a client "
+         "polling the node's `GET /api/v1/schedules` every 100 ms alternate in the same run. "
+         "lock+unlock: `baton::locker` on an uncontended mutex, a sample is one block's mean "
+         "cycle; handover: two contender processes, release -> the other's `on_acquired`.",
+         console(res)),
     ]
     sections.append(
-        ("9. The daemon with 10,000 schedules", "`baton run` on one node with 10,000 schedules "
+        ("10. The daemon with 10,000 schedules", "`baton run` on one node with 10,000 schedules "
          "(`bench/fire_bench.cpp`): idle, none firing in a 30 s window; then all firing every "
          "minute, the command a probe that records its start time, over two fires after settle. "
          "Lateness: the probe's start time minus the planned fire time; a run not started counts "

@@ -9,7 +9,7 @@
 #
 #   --quick          fewer samples (a smoke run; results are not for committing)
 #   --only NAMES     run only these benchmarks: handover, takeover, throughput, scale,
-#                    scale100k, peers, history, metrics, balance, fire (default: all)
+#                    scale100k, peers, history, metrics, balance, fire, console (default: all)
 #   --backends LIST  only these backends (sqlite,postgresql,mysql,redis,zookeeper)
 #   --out DIR        where results.json and RESULTS.md go (default: bench/)
 set -euo pipefail
@@ -18,7 +18,7 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
 
 quick=0
-only="handover,takeover,throughput,scale,scale100k,peers,history,metrics,balance,fire"
+only="handover,takeover,throughput,scale,scale100k,peers,history,metrics,balance,fire,console"
 out="$ROOT/bench"
 while (($#)); do
   case "$1" in
@@ -99,6 +99,9 @@ run metrics "$BATON_BENCH_BIN/baton_metrics_bench"
 # Balance (issue 18): on Redis and SQLite unless --backends says otherwise; about 5 minutes with
 # --quick, about 30 without.
 run balance "$BATON_BENCH_BIN/baton_balance_bench"
+# The web console's cost on the lease path (issue 20): SQLite, with and without a client polling
+# /api/v1/schedules every 100 ms; about 2 minutes (30 s with --quick).
+run console "$BATON_BENCH_BIN/baton_console_bench"
 # The daemon with 10,000 schedules (issue 19): idle, then all firing every minute; about 5
 # minutes per backend.
 run fire "$BATON_BENCH_BIN/baton_fire_bench"

@@ -73,14 +73,6 @@ plan make_plan() {
 
 void log(const std::string& line) { std::cerr << "baton_throughput_bench: " << line << std::endl; }
 
-std::string fixed(double v, int digits = 1) {
-  std::ostringstream o;
-  o.setf(std::ios::fixed);
-  o.precision(digits);
-  o << v;
-  return o.str();
-}
-
 // Milliseconds from now until CLOCK_MONOTONIC reaches `deadline_ns` (0 once it has).
 std::chrono::milliseconds ms_until(long long deadline_ns) {
   return std::chrono::milliseconds{std::max(0LL, (deadline_ns - mono_ns()) / 1'000'000)};
@@ -161,9 +153,9 @@ void uncontended(const std::string& type, const plan& p) {
     for (int i = 0; i < p.batches; ++i) run_batch(cycle, s, limit);
     const auto r = summarize(s.rates), l = summarize(s.latencies_us);
     log(type + ": only " + only + ": " + fixed(r.median, 0) + " cycles/s, latency median " +
-        fixed(l.median) + " us, p99 " + fixed(l.p99) + " us; lock median " +
-        fixed(summarize(lock_us).median) + " us, unlock median " +
-        fixed(summarize(unlock_us).median) + " us");
+        fixed(l.median, 1) + " us, p99 " + fixed(l.p99, 1) + " us; lock median " +
+        fixed(summarize(lock_us).median, 1) + " us, unlock median " +
+        fixed(summarize(unlock_us).median, 1) + " us");
     return;
   }
 
@@ -191,8 +183,8 @@ void uncontended(const std::string& type, const plan& p) {
   const double ratio = fr.median > 0 ? br.median / fr.median : 0;
   auto extra = [&](const summary& lat, const samples& s) {
     return std::map<std::string, std::string>{
-        {"latency_median_us", fixed(lat.median)},
-        {"latency_p99_us", fixed(lat.p99)},
+        {"latency_median_us", fixed(lat.median, 1)},
+        {"latency_p99_us", fixed(lat.p99, 1)},
         {"latency_samples", std::to_string(lat.samples)},
         {"batches", std::to_string(s.rates.size())},
         {"cycles_per_batch", std::to_string(s.cycles_per_batch)},
@@ -201,19 +193,19 @@ void uncontended(const std::string& type, const plan& p) {
   auto be = extra(bl, b);
   be["ratio_to_floor"] = fixed(ratio, 3);
   const auto ll = summarize(lock_us), ul = summarize(unlock_us);
-  be["lock_median_us"] = fixed(ll.median);
-  be["lock_p99_us"] = fixed(ll.p99);
-  be["unlock_median_us"] = fixed(ul.median);
-  be["unlock_p99_us"] = fixed(ul.p99);
+  be["lock_median_us"] = fixed(ll.median, 1);
+  be["lock_p99_us"] = fixed(ll.p99, 1);
+  be["unlock_median_us"] = fixed(ul.median, 1);
+  be["unlock_p99_us"] = fixed(ul.p99, 1);
   be["options"] = "default_options()";
   if (std::getenv("BATON_BENCH_IO_THREADS")) be["io_threads"] = std::to_string(threads.io_threads);
   auto fe = extra(fl, f);
   fe["requests"] = floor->requests();
   emit("throughput_uncontended", type, "baton", "cycles/s", br, be);
   emit("throughput_uncontended", type, "floor", "cycles/s", fr, fe);
-  log(type + ": baton " + fixed(br.median, 0) + " cycles/s (latency median " + fixed(bl.median) +
-      " us, p99 " + fixed(bl.p99) + " us); floor " + fixed(fr.median, 0) + " cycles/s (median " +
-      fixed(fl.median) + " us, p99 " + fixed(fl.p99) + " us); ratio " + fixed(ratio, 3) +
+  log(type + ": baton " + fixed(br.median, 0) + " cycles/s (latency median " + fixed(bl.median, 1) +
+      " us, p99 " + fixed(bl.p99, 1) + " us); floor " + fixed(fr.median, 0) + " cycles/s (median " +
+      fixed(fl.median, 1) + " us, p99 " + fixed(fl.p99, 1) + " us); ratio " + fixed(ratio, 3) +
       (ratio < 0.8 ? " (below the 0.8 target)" : ""));
 }
 
@@ -314,9 +306,9 @@ void contended(const std::string& type, const plan& p) {
        {{"processes", std::to_string(p.processes)},
         {"duration_s", fixed(seconds, 1)},
         {"handoffs", std::to_string(handoffs)},
-        {"handoffs_per_s_overall", fixed(static_cast<double>(handoffs) / seconds)},
+        {"handoffs_per_s_overall", fixed(static_cast<double>(handoffs) / seconds, 1)},
         {"sections", std::to_string(all.size())},
-        {"sections_per_s", fixed(static_cast<double>(all.size()) / seconds)},
+        {"sections_per_s", fixed(static_cast<double>(all.size()) / seconds, 1)},
         {"sections_per_process_min", std::to_string(fewest)},
         {"sections_per_process_max", std::to_string(most)},
         {"wait_median_ms", fixed(wait.median, 2)},
@@ -325,7 +317,7 @@ void contended(const std::string& type, const plan& p) {
         {"overlaps", std::to_string(overlaps)},
         {"options", "default_options()"}});
   log(type + ": " + std::to_string(handoffs) + " handoffs in " + fixed(seconds, 1) + " s (" +
-      fixed(static_cast<double>(handoffs) / seconds) + "/s), " + std::to_string(all.size()) +
+      fixed(static_cast<double>(handoffs) / seconds, 1) + "/s), " + std::to_string(all.size()) +
       " sections (per process " + std::to_string(fewest) + ".." + std::to_string(most) +
       "); wait median " + fixed(wait.median, 2) + " ms, p99 " + fixed(wait.p99, 2) + " ms" +
       (overlaps ? "; " + std::to_string(overlaps) + " OVERLAPPING sections" : ""));
@@ -358,7 +350,7 @@ int main() {
       std::cerr << "baton_throughput_bench: FAILED on " << type << ": " << e.what() << std::endl;
       ++failed;
     }
-    log(type + ": took " + fixed(static_cast<double>(mono_ns() - started) / 1e9) + " s");
+    log(type + ": took " + fixed(static_cast<double>(mono_ns() - started) / 1e9, 1) + " s");
   }
   return failed == 0 ? 0 : 1;
 }

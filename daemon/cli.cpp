@@ -28,9 +28,9 @@ const option_doc opt_log_format{
     "text or json: one JSON object per log line (overrides the config's log_format)"};
 const option_doc opt_http_listen{
     "--http-listen", "--http-listen ADDR",
-    "serve /metrics, /healthz and /readyz over HTTP on ADDR: 127.0.0.1:9464,\n"
-    "                      [::1]:9464, localhost:0 (any free port); overrides the config's "
-    "http.listen"};
+    "serve /metrics, /healthz and /readyz (and the web console with\n"
+    "                      http.console) over HTTP on ADDR: 127.0.0.1:9464, [::1]:9464,\n"
+    "                      localhost:0 (any free port); overrides the config's http.listen"};
 const option_doc opt_json{"--json", "--json",
                           "one JSON document on stdout (\"schema\": 1; see daemon/README.md)"};
 

@@ -10,6 +10,7 @@
 #include "baton/scheduler/records.hpp"
 #include "commands.hpp"
 #include "output.hpp"
+#include "report.hpp"
 
 namespace baton::daemon {
 
@@ -100,12 +101,7 @@ int history(const command_line& cl) {
   }
   std::ostream& out = std::cout;
   if (cl.json) {
-    nlohmann::json list = nlohmann::json::array();
-    for (const auto& r : records) list.push_back(nlohmann::json::parse(to_json(r)));
-    out << dump_json({{"schema", 1},
-                      {"schedule", cl.schedule},
-                      {"limit", cl.limit},
-                      {"records", std::move(list)}});
+    out << dump_json(history_document(cl.schedule, cl.limit, records));
     return exit_ok;
   }
   if (records.empty()) {
@@ -132,20 +128,11 @@ int control(const command_line& cl) {
   if (!backend) return failed;
   const std::string& command = cl.command;
   const std::string by = caller_identity();
-  mutex_owner owner;
-  schedule_controls before;
-  schedule_controls after;
+  control_result result;
   {
     watchdog guard(backend_deadline, command, "the " + config->backend.type + " backend");
     try {
-      owner = backend->read_owner(cl.schedule);
-      before = read_schedule_controls(*backend, cl.schedule);
-      if (command == "pause")
-        after = pause_schedule(*backend, cl.schedule, cl.reason, by);
-      else if (command == "resume")
-        after = resume_schedule(*backend, cl.schedule, by);
-      else
-        after = trigger_schedule(*backend, cl.schedule, by);
+      result = apply_control(*backend, cl.schedule, command, cl.reason, by);
     } catch (const std::exception& e) {
       std::cerr << "baton " << command << ": cannot change '" << cl.schedule << "' on the "
                 << config->backend.type << " backend: " << scrub_secrets(config->backend, e.what())
@@ -153,6 +140,7 @@ int control(const command_line& cl) {
       return exit_failure;
     }
   }
+  const auto& [owner, before, after] = result;
   if (owner.empty())
     std::cerr << "baton " << command << ": warning: no node leads '" << cl.schedule
               << "' now; it applies when one does\n";

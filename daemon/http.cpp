@@ -88,7 +88,18 @@ class session : public std::enable_shared_from_this<session> {
     }
   }
 
-  void start() { read(); }
+  void start() {
+    beast::error_code ec;
+    const auto remote = stream_.socket().remote_endpoint(ec);
+    if (!ec) {
+      peer_ip_ = remote.address().to_string();
+      peer_ = (remote.address().is_v6() ? "[" + peer_ip_ + "]" : peer_ip_) + ":" +
+              std::to_string(remote.port());
+    } else {
+      peer_ip_ = peer_ = "unknown";
+    }
+    read();
+  }
 
  private:
   void read() {
@@ -120,22 +131,42 @@ class session : public std::enable_shared_from_this<session> {
     const unsigned version = req.version();
     const bool keep_alive = req.keep_alive();
     const bool head = req.method() == bhttp::verb::head;
-    if (req.method() != bhttp::verb::get && !head) {
-      // The body was not read to its end unless small: answer and close.
-      return answer({405, "text/plain; charset=utf-8", "method not allowed (GET, HEAD)\n"}, false,
-                    version, false);
+    http_request request;
+    request.method = std::string(req.method_string());
+    request.path = std::string(req.target());
+    if (auto q = request.path.find('?'); q != std::string::npos) {
+      request.query = request.path.substr(q + 1);
+      request.path.resize(q);
     }
-    std::string path(req.target());
-    if (auto q = path.find('?'); q != std::string::npos) path.resize(q);
-    auto done = std::make_shared<bool>(false);
-    auto respond = [self = shared_from_this(), done, head, version, keep_alive](http_reply reply) {
-      if (std::exchange(*done, true)) return;
-      self->answer(std::move(reply), head, version, keep_alive);
+    if (auto it = req.find(bhttp::field::authorization); it != req.end())
+      request.authorization = std::string(it->value());
+    if (auto it = req.find(bhttp::field::host); it != req.end())
+      request.host = std::string(it->value());
+    request.body = req.body();
+    request.peer = peer_;
+    request.peer_ip = peer_ip_;
+    // Called on the server's thread, or from another thread (the console's pool): then the
+    // answer is posted there. The copies of `respond` hold the session only until the first call
+    // takes it: a copy destroyed later on another thread must not end the session there (its
+    // destructor touches the server's state).
+    auto done = std::make_shared<std::atomic<bool>>(false);
+    auto holder = std::make_shared<std::shared_ptr<session>>(shared_from_this());
+    auto respond = [holder, done, head, version, keep_alive](http_reply reply) {
+      if (done->exchange(true)) return;
+      auto self = std::move(*holder);
+      auto& io = self->owner_.io_;
+      if (io.get_executor().running_in_this_thread())
+        return self->answer(std::move(reply), head, version, keep_alive);
+      boost::asio::post(io, [self = std::move(self), reply = std::move(reply), head, version,
+                             keep_alive]() mutable {
+        self->answer(std::move(reply), head, version, keep_alive);
+      });
     };
     try {
-      owner_.handler_(path, owner_.io_, respond);
+      owner_.handler_(request, owner_.io_, respond);
     } catch (const std::exception& e) {
-      detail::log({.event = "http.request_failed"}).warn("http: GET {}: {}", path, e.what());
+      detail::log({.event = "http.request_failed"})
+          .warn("http: {} {}: {}", request.method, request.path, e.what());
       respond({500, "text/plain; charset=utf-8", "internal error\n"});
     }
   }
@@ -146,7 +177,8 @@ class session : public std::enable_shared_from_this<session> {
     res_.result(reply.status);
     res_.set(bhttp::field::content_type, reply.content_type);
     res_.set(bhttp::field::cache_control, "no-store");
-    if (reply.status == 405) res_.set(bhttp::field::allow, "GET, HEAD");
+    res_.set("X-Content-Type-Options", "nosniff");
+    for (const auto& [name, value] : reply.headers) res_.set(name, value);
     res_.keep_alive(keep_alive);
     const std::size_t length = reply.body.size();
     if (!head) res_.body() = std::move(reply.body);
@@ -170,6 +202,8 @@ class session : public std::enable_shared_from_this<session> {
   beast::flat_buffer buffer_;
   std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
   bhttp::response<bhttp::string_body> res_;
+  std::string peer_;     // "127.0.0.1:50412"
+  std::string peer_ip_;  // "127.0.0.1"
 };
 
 }  // namespace
@@ -301,6 +335,7 @@ struct http_endpoints::state {
   std::shared_ptr<mutex_backend> backend;
   std::string probe_name;
   std::function<std::string(const std::string&)> scrub;
+  std::shared_ptr<http_routes> console;
   std::optional<probe_result> last_probe;
   bool probe_wanted = false;
   bool prober_stop = false;
@@ -308,7 +343,7 @@ struct http_endpoints::state {
   std::thread prober;
 
   void prober_loop();
-  void handle(const std::string& path, boost::asio::io_context& io,
+  void handle(const http_request& request, boost::asio::io_context& io,
               const std::function<void(http_reply)>& respond);
   http_reply metrics();
   void healthz(boost::asio::io_context& io, const std::function<void(http_reply)>& respond);
@@ -338,8 +373,20 @@ void http_endpoints::state::prober_loop() {
   }
 }
 
-void http_endpoints::state::handle(const std::string& path, boost::asio::io_context& io,
+void http_endpoints::state::handle(const http_request& request, boost::asio::io_context& io,
                                    const std::function<void(http_reply)>& respond) {
+  const std::string& path = request.path;
+  std::shared_ptr<http_routes> c;
+  {
+    std::lock_guard lock(mutex);
+    c = console;
+  }
+  if (c && c->serves(path)) return c->handle(request, io, respond);
+  if (request.method != "GET" && request.method != "HEAD")
+    return respond({405,
+                    "text/plain; charset=utf-8",
+                    "method not allowed (GET, HEAD)\n",
+                    {{"Allow", "GET, HEAD"}}});
   if (path == "/metrics") return respond(metrics());
   if (path == "/healthz") return healthz(io, respond);
   if (path == "/readyz") return readyz(io, respond);
@@ -430,9 +477,9 @@ http_endpoints::http_endpoints(const config::listen_address& address, runtime& r
                                std::string version, std::string backend_type)
     : state_(std::make_shared<state>(rt, std::move(version), std::move(backend_type))) {
   server_ = std::make_unique<http_server>(
-      address, [s = state_.get()](const std::string& path, boost::asio::io_context& io,
+      address, [s = state_.get()](const http_request& request, boost::asio::io_context& io,
                                   std::function<void(http_reply)> respond) {
-        s->handle(path, io, respond);
+        s->handle(request, io, respond);
       });
 }
 
@@ -456,6 +503,15 @@ void http_endpoints::attach(const scheduler& s, std::shared_ptr<mutex_backend> b
     state_->prober = std::thread([st = state_.get()] { st->prober_loop(); });
 }
 
+void http_endpoints::set_console(std::shared_ptr<http_routes> console) {
+  {
+    std::lock_guard lock(state_->mutex);
+    std::swap(state_->console, console);
+  }
+  // The one replaced ends here, outside the lock: stop() waits for its backend requests.
+  if (console) console->stop();
+}
+
 void http_endpoints::count_reload(bool applied) noexcept {
   ++(applied ? state_->reloads_applied : state_->reloads_rejected);
 }
@@ -465,6 +521,14 @@ void http_endpoints::stopping() noexcept { state_->stopping = true; }
 void http_endpoints::stop() noexcept {
   state_->stopping = true;
   server_->stop();  // no handler runs after this
+  std::shared_ptr<http_routes> c;
+  {
+    std::lock_guard lock(state_->mutex);
+    c = std::move(state_->console);
+  }
+  // Its threads end before the server goes: their answers are posted onto the server's
+  // io_context, which must still exist (it drops them, stopped).
+  if (c) c->stop();
   {
     std::lock_guard lock(state_->mutex);
     state_->prober_stop = true;
@@ -479,7 +543,15 @@ void http_endpoints::stop() noexcept {
 std::unique_ptr<http_endpoints> start_http_endpoints(const std::optional<std::string>& http_listen,
                                                      const config::daemon_config& config,
                                                      runtime& rt, std::string version) {
-  if (!http_listen && !config.http_listen) return nullptr;
+  if (!http_listen && !config.http_listen) {
+    if (config.console.enabled)
+      detail::log({.event = "http.console_unserved"})
+          .warn(
+              "{}: /http/console is on but nothing listens: set /http/listen (e.g. "
+              "\"127.0.0.1:9464\") or pass --http-listen",
+              config.source);
+    return nullptr;
+  }
   // --http-listen was checked when the command line was read.
   const auto address =
       http_listen ? config::parse_listen_address(*http_listen) : *config.http_listen;
@@ -492,8 +564,19 @@ std::unique_ptr<http_endpoints> start_http_endpoints(const std::optional<std::st
   } catch (const std::system_error& e) {
     throw std::runtime_error("http (" + where + "): " + e.what());
   }
+  const std::string served = config.console.enabled
+                                 ? "/metrics, /healthz, /readyz, the console at / and /api/v1"
+                                 : "/metrics, /healthz, /readyz";
   detail::log({.event = "http.listening"})
-      .info("http: listening on {} (/metrics, /healthz, /readyz; {})", endpoints->address(), where);
+      .info("http: listening on {} ({}; {})", endpoints->address(), served, where);
+  beast::error_code ec;
+  const auto ip = boost::asio::ip::make_address(address.host, ec);
+  if (config.console.enabled && address.host != "localhost" && (ec || !ip.is_loopback()))
+    detail::log({.event = "http.console_exposed"})
+        .warn(
+            "http: the console listens on {}, not a loopback address: anyone who reaches it "
+            "reads every schedule's state and history{}",
+            endpoints->address(), config.console.allow_control ? " (controls need the token)" : "");
   return endpoints;
 }
 

@@ -9,6 +9,8 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -20,23 +22,53 @@
 
 namespace baton::daemon {
 
+/// One request as the server read it.
+struct http_request {
+  std::string method;         ///< "GET", "HEAD", "POST", ... as sent
+  std::string path;           ///< the target without its query
+  std::string query;          ///< after '?', "" when none
+  std::string authorization;  ///< the Authorization header, "" when none
+  std::string host;           ///< the Host header, "" when none
+  std::string body;           ///< at most limits::body_bytes
+  std::string peer;           ///< the client's address, "127.0.0.1:50412"
+  std::string peer_ip;        ///< the client's address without the port
+};
+
 /// One answer of the server.
 struct http_reply {
   unsigned status = 200;
   std::string content_type = "application/json";
   std::string body;
+  /// More header fields (name, value): Allow, WWW-Authenticate, Content-Security-Policy, ...
+  std::vector<std::pair<std::string, std::string>> headers = {};
 };
 
-/// Answers a GET or HEAD of `path` (the target without its query): calls `respond` exactly once,
-/// on the server's thread, either at once or later from a handler it started on `io` (a timer).
-/// Never blocks: the server has one thread.
-using http_handler = std::function<void(const std::string& path, boost::asio::io_context& io,
+/// Answers a request: calls `respond` exactly once, either at once or later (from a handler it
+/// started on `io`, a timer, or from another thread: respond posts the answer onto the server's
+/// thread). Never blocks: the server has one thread.
+using http_handler = std::function<void(const http_request& request, boost::asio::io_context& io,
                                         std::function<void(http_reply)> respond)>;
+
+/// Paths served by another part of the daemon (the web console, console.hpp), checked before
+/// the endpoints' own.
+class http_routes {
+ public:
+  virtual ~http_routes() = default;
+  /// True for the paths it answers (whatever the method).
+  virtual bool serves(const std::string& path) const = 0;
+  /// As http_handler.
+  virtual void handle(const http_request& request, boost::asio::io_context& io,
+                      std::function<void(http_reply)> respond) = 0;
+  /// Ends its threads (after this no respond is called); idempotent.
+  virtual void stop() noexcept = 0;
+};
 
 /// A small HTTP/1.1 server. Bounded: at most `max_connections` at once (further clients wait in
 /// the listen backlog), request headers up to `header_bytes` (else 431), request bodies up to
 /// `body_bytes` (else 413), `io_timeout` for each read and write (an idle keep-alive connection
-/// is closed then). GET and HEAD only (405 with Allow otherwise). Never throws out of a handler.
+/// is closed then). Every method reaches the handler, which answers 405 with Allow for a method
+/// its path does not take. Never throws out of a handler. Every answer has Cache-Control:
+/// no-store and X-Content-Type-Options: nosniff.
 class http_server {
  public:
   struct limits {
@@ -90,6 +122,10 @@ class http_endpoints {
   /// backend's error messages. `s` must stay alive until stop().
   void attach(const scheduler& s, std::shared_ptr<mutex_backend> backend, std::string probe_name,
               std::function<std::string(const std::string&)> scrub);
+  /// Serves the web console (console.hpp) from now on: the page at /, /console.js, /console.css
+  /// and /api/v1/... go to `console` (null: 404 again). The console's blocking work runs on
+  /// threads of its own.
+  void set_console(std::shared_ptr<http_routes> console);
   /// A SIGHUP reload was applied (true) or rejected (false): baton_config_reloads_total.
   void count_reload(bool applied) noexcept;
   /// The daemon is stopping: /readyz answers 503 "stopping" from now on.

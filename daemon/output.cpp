@@ -86,6 +86,12 @@ nlohmann::json backend_json(const backend_config& backend) {
   return {{"type", backend.type}, {"description", describe(d, backend)}, {"parameters", params}};
 }
 
+std::string join(const std::vector<std::string>& items, const char* sep) {
+  std::string out;
+  for (const auto& i : items) out += (out.empty() ? "" : sep) + i;
+  return out;
+}
+
 std::string tags_text(const std::vector<std::string>& tags) {
   std::string out;
   for (const auto& t : tags) out += (out.empty() ? "" : ", ") + t;

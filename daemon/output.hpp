@@ -41,6 +41,9 @@ std::string caller_identity();
 /// secret masked as describe() masks it (no value reaches JSON unmasked).
 nlohmann::json backend_json(const backend_config& backend);
 
+/// The items joined with `sep` between them.
+std::string join(const std::vector<std::string>& items, const char* sep = " ");
+
 /// "[gpu, eu-west]" ("[]" for none).
 std::string tags_text(const std::vector<std::string>& tags);
 

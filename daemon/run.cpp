@@ -18,6 +18,7 @@
 #include "baton/mutex/runtime.hpp"
 #include "baton/scheduler/scheduler.hpp"
 #include "commands.hpp"
+#include "console.hpp"
 #include "http.hpp"
 #include "output.hpp"
 #include "stall_detector.hpp"
@@ -250,6 +251,18 @@ int run(const command_line& cl) {
   if (const auto* d = find_backend(config->backend.type); d && !d->process_local.empty())
     log().warn("{}: /backend/type: SINGLE PROCESS ONLY: {}", config->source, d->process_local);
 
+  // The console's control token (http.allow_control): read now, so that a missing variable or a
+  // token file others may read ends the start with exit 2, before anything is contacted.
+  std::string console_token;
+  if (config->console.enabled && (config->http_listen || cl.http_listen)) {
+    try {
+      console_token = config::read_console_token(*config);
+    } catch (const config::config_error& e) {
+      for (const auto& message : e.errors()) log({.event = "daemon.failed"}).error("{}", message);
+      return exit_usage;
+    }
+  }
+
   runtime rt;
   // Logs `process.stalled` when the process (or its io threads) did not run for a while
   // (SIGSTOP, CPU starvation): leases may have run out locally meanwhile. Stopped before `rt`.
@@ -280,6 +293,14 @@ int run(const command_line& cl) {
   if (http)
     http->attach(*sched, backend, config->schedules.front().name,
                  [b = config->backend](const std::string& text) { return scrub_secrets(b, text); });
+  // The web console (http.console): its own pool and backend instance, never the lease path's.
+  auto start_console = [&](const config::daemon_config& c) {
+    if (http && c.console.enabled)
+      http->set_console(
+          std::make_shared<console>(c, version(), sched->contender_id(), console_token));
+  };
+  start_console(*config);
+  const config::console_config started_console = config->console;
   // The server reads the scheduler: whatever way this scope ends (an exception included), it stops
   // before `sched` is destroyed (declared after it, so destroyed first). Idempotent.
   struct http_stopper {
@@ -315,6 +336,18 @@ int run(const command_line& cl) {
       log({.event = "reload.failed"}).error("reload failed: {}", e.what());
     }
     if (http) http->count_reload(applied);
+    if (applied && config->console != started_console)
+      log({.event = "reload.console_unchanged"})
+          .warn(
+              "reload: {}: /http/console, allow_control, token_env or token_file changed: "
+              "takes effect on restart",
+              cl.config);
+    if (applied && started_console.enabled) {
+      // The console shows the reloaded schedules, with the settings it started with.
+      auto c = *config;
+      c.console = started_console;
+      start_console(c);
+    }
     systemd.ready(ready_status(*config, *sched));  // also after a rejected reload
   }
   if (http) http->stopping();

@@ -27,6 +27,8 @@ BATON_BUILD_PACKAGES=(
 # The fault suite (scripts/faults.sh, its smoke subset in CI): `faketime` skews one node's wall
 # clock (libfaketime), `stress-ng` saturates the leader's CPU, `nftables` drops packets inside a
 # network namespace the suite creates (the kernel has no sch_netem, so delay is a userspace proxy).
+# The web console's browser test (tests/console/) drives headless `chromium` through
+# `chromium-driver` (chromedriver's WebDriver API, spoken with Python's urllib: no client library).
 # `zookeeper` depends on default-jre (a JRE), log4j 1.2 and the slf4j bindings, so
 # --no-install-recommends is enough; `postgresql` brings the postgres user and
 # /usr/lib/postgresql/15/bin, `mariadb-server` the mysql user and the mariadb client.
@@ -35,6 +37,7 @@ BATON_TEST_PACKAGES=(
   python3-croniter python3-kazoo python3-redis procps iproute2 sqlite3
   prometheus help2man systemd
   faketime stress-ng nftables
+  chromium chromium-driver
 )
 
 # Prints the packages among "$@" that are not installed, one per line.

@@ -5,6 +5,7 @@
 #include <arpa/inet.h>
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <cstdlib>
 #include <limits>
@@ -164,10 +165,12 @@ backend_config read_backend(reader& r, const json& root, const std::filesystem::
 // ---------------------------------------------------------------------------------------------
 // http
 
-// `http`: {"listen": "HOST:PORT"}; unknown keys are errors.
+// `http`: {"listen": "HOST:PORT", "console": bool, "allow_control": bool, "token_env": NAME,
+// "token_file": PATH}; unknown keys are errors. The console's rules: allow_control needs console
+// and exactly one token source; the token is never read from the config itself.
 void read_http(reader& r, const json& value, daemon_config& config) {
   if (!r.expect_object(value, "/http")) return;
-  r.allowed_keys(value, "/http", {"listen"});
+  r.allowed_keys(value, "/http", {"listen", "console", "allow_control", "token_env", "token_file"});
   if (auto it = value.find("listen"); it != value.end()) {
     if (auto text = r.string(*it, "/http/listen")) {
       try {
@@ -177,6 +180,50 @@ void read_http(reader& r, const json& value, daemon_config& config) {
       }
     }
   }
+  auto flag = [&](const char* key, bool& out) {
+    auto it = value.find(key);
+    if (it == value.end()) return;
+    if (it->is_boolean())
+      out = it->get<bool>();
+    else
+      r.error(child("/http", key), "expected true or false, found " + detail::describe_type(*it));
+  };
+  auto& console = config.console;
+  flag("console", console.enabled);
+  flag("allow_control", console.allow_control);
+  if (auto it = value.find("token_env"); it != value.end()) {
+    if (auto name = r.string(*it, "/http/token_env")) {
+      const bool valid =
+          !name->empty() &&
+          (std::isalpha(static_cast<unsigned char>(name->front())) != 0 || name->front() == '_') &&
+          std::all_of(name->begin(), name->end(), [](char c) {
+            return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_';
+          });
+      if (valid)
+        console.token_env = *name;
+      else
+        r.error("/http/token_env",
+                "expected the name of an environment variable ([A-Za-z_][A-Za-z0-9_]*), found " +
+                    in_quotes(*name) + " (the variable holds the token; the config never does)");
+    }
+  }
+  if (auto it = value.find("token_file"); it != value.end()) {
+    if (auto path = r.string(*it, "/http/token_file")) {
+      if (path->empty())
+        r.error("/http/token_file", "must not be empty");
+      else
+        console.token_file = resolve(config.base_dir, *path);
+    }
+  }
+  if (!console.token_env.empty() && !console.token_file.empty())
+    r.error("/http/token_file", "set one of token_env and token_file, not both");
+  if (console.allow_control && !console.enabled)
+    r.error("/http/allow_control", "needs \"console\": true (the controls are the console's)");
+  if (console.allow_control && console.token_env.empty() && console.token_file.empty() &&
+      value.find("token_env") == value.end() && value.find("token_file") == value.end())
+    r.error("/http/allow_control",
+            "needs a token: set /http/token_env (a variable's name) or /http/token_file (a file "
+            "only the daemon's user may read)");
 }
 
 // ---------------------------------------------------------------------------------------------

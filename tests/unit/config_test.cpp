@@ -12,6 +12,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -33,6 +34,7 @@ using ::testing::AllOf;
 using ::testing::Contains;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using ::testing::SizeIs;
 using ::testing::StartsWith;
 
@@ -520,6 +522,88 @@ TEST(config_http, bad_listen_values_and_unknown_keys_name_their_path) {
               AllOf(HasSubstr("test.json: /http/lisen: unknown key"), HasSubstr("listen")));
   EXPECT_THAT(one_error(with_schedule(schedule, R"(, "http": "127.0.0.1:1")")),
               HasSubstr("test.json: /http: "));
+}
+
+TEST(config_http, console_is_off_by_default_and_control_needs_the_console_and_one_token_source) {
+  const auto schedule = R"("name": "a", "every": "1s", "command": ["x"])";
+  const auto off = parse(with_schedule(schedule));
+  EXPECT_FALSE(off.console.enabled);
+  EXPECT_FALSE(off.console.allow_control);
+  EXPECT_EQ(baton::config::read_console_token(off), "");
+  const auto on = parse(with_schedule(
+      schedule,
+      R"(, "http": {"console": true, "allow_control": true, "token_file": "secret/token"})"));
+  EXPECT_TRUE(on.console.enabled);
+  EXPECT_TRUE(on.console.allow_control);
+  EXPECT_EQ(on.console.token_file, "/etc/baton/secret/token");  // the config's directory
+  struct bad_case {
+    const char* http;
+    const char* error;
+  };
+  for (const auto& c : std::vector<bad_case>{
+           {R"({"console": 1})", "test.json: /http/console: expected true or false"},
+           {R"({"allow_control": true, "token_env": "T"})",
+            "test.json: /http/allow_control: needs \"console\": true"},
+           {R"({"console": true, "allow_control": true})",
+            "test.json: /http/allow_control: needs a token"},
+           {R"({"console": true, "token_env": "A-B"})",
+            "test.json: /http/token_env: expected the name of an environment variable"},
+           {R"({"console": true, "token_env": ""})", "test.json: /http/token_env: expected"},
+           {R"({"console": true, "token_file": ""})", "test.json: /http/token_file: must not"},
+           {R"({"console": true, "token_env": "A", "token_file": "f"})",
+            "test.json: /http/token_file: set one of token_env and token_file"},
+           {R"({"console": true, "token": "abc"})", "test.json: /http/token: unknown key"}}) {
+    EXPECT_THAT(one_error(with_schedule(schedule, std::string(R"(, "http": )") + c.http)),
+                StartsWith(c.error))
+        << c.http;
+  }
+}
+
+TEST(config_http, the_token_comes_from_the_variable_or_a_file_only_its_owner_may_read) {
+  const auto schedule = R"("name": "a", "every": "1s", "command": ["x"])";
+  const std::string token(32, 'k');
+  auto env_config = parse(with_schedule(
+      schedule, R"(, "http": {"console": true, "allow_control": true, "token_env": "TOK"})"));
+  EXPECT_EQ(baton::config::read_console_token(env_config, fake_env({{"TOK", token}})), token);
+  auto message = [](const std::function<void()>& f) {
+    try {
+      f();
+    } catch (const baton::config::config_error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_THAT(message([&] { baton::config::read_console_token(env_config, fake_env({})); }),
+              StartsWith("test.json: /http/token_env: the variable TOK is not set or empty"));
+  EXPECT_THAT(message([&] {
+                baton::config::read_console_token(env_config, fake_env({{"TOK", "short"}}));
+              }),
+              AllOf(StartsWith("test.json: /http/token_env: the token is 5 bytes; at least 16"),
+                    Not(HasSubstr("short"))));
+
+  const auto dir = std::filesystem::path(baton::test::temp_dir("console-token"));
+  auto file_config = env_config;
+  file_config.console.token_env.clear();
+  file_config.console.token_file = (dir / "token").string();
+  EXPECT_THAT(message([&] { baton::config::read_console_token(file_config); }),
+              AllOf(StartsWith("test.json: /http/token_file: cannot open"),
+                    HasSubstr(file_config.console.token_file)));
+  {
+    std::ofstream out(dir / "token");
+    out << token << "\nsecond line ignored\n";
+  }
+  std::filesystem::permissions(dir / "token", std::filesystem::perms::owner_read |
+                                                  std::filesystem::perms::owner_write |
+                                                  std::filesystem::perms::group_read);
+  EXPECT_THAT(message([&] { baton::config::read_console_token(file_config); }),
+              AllOf(StartsWith("test.json: /http/token_file: '" + file_config.console.token_file +
+                               "' has mode 0640: group and others must have no access"),
+                    Not(HasSubstr(token))));
+  std::filesystem::permissions(dir / "token", std::filesystem::perms::owner_read);
+  EXPECT_EQ(baton::config::read_console_token(file_config), token);
+  file_config.console.token_file = dir.string();
+  EXPECT_THAT(message([&] { baton::config::read_console_token(file_config); }),
+              HasSubstr("is not a regular file"));
 }
 
 TEST(config_errors, json_syntax_error_gives_line_and_column) {

@@ -121,6 +121,22 @@ struct listen_address {
 /// forms are accepted.
 listen_address parse_listen_address(std::string_view text);
 
+/// The web console on the HTTP listener (`http.console` and what goes with it; daemon/README.md,
+/// "Web console"). The token itself is never in the config: read_console_token() reads it.
+struct console_config {
+  bool enabled = false;        ///< http.console: the page at / and the read-only /api/v1
+  bool allow_control = false;  ///< http.allow_control: POST pause/resume/trigger with the token
+  /// http.token_env: the environment variable that holds the token (empty: not set).
+  std::string token_env;
+  /// http.token_file: the file that holds the token, resolved against the config's directory
+  /// (empty: not set). At most one of token_env and token_file is set.
+  std::string token_file;
+  friend bool operator==(const console_config&, const console_config&) = default;
+};
+
+/// Shortest control token accepted, in bytes.
+inline constexpr std::size_t min_console_token_bytes = 16;
+
 /// The daemon's balance options when the file says nothing: the library's defaults with balance
 /// on (fair share).
 inline balance_options daemon_balance_defaults() {
@@ -153,6 +169,8 @@ struct daemon_config {
   std::string log_format = "text";
   /// `http.listen`: serve /metrics, /healthz and /readyz there; unset: no HTTP (the default).
   std::optional<listen_address> http_listen;
+  /// `http.console`, `http.allow_control`, `http.token_env`, `http.token_file`.
+  console_config console;
   /// Jobs get the daemon's whole environment (true), or without the variables in `referenced_env`.
   bool inherit_env = false;
   /// Most bytes of each output stream of a run that go to the log.
@@ -264,6 +282,14 @@ schedule_options make_schedule_options(const daemon_config& config, const schedu
 /// Binary (CBOR), exact for values of any bytes; for comparing, not for showing.
 std::string fingerprint(const daemon_config& config, const schedule_config& s,
                         const contend_options& backend_defaults);
+
+/// The console's control token when `config.console.allow_control` (else ""): the value of the
+/// variable `token_env` names (`env`; null: the process environment), or the first line of
+/// `token_file`, which must be a regular file that neither group nor others may read, write or
+/// execute (mode 0600 or 0400). Throws config_error naming the file and /http/token_env or
+/// /http/token_file when it is unset, unreadable, too open, or shorter than
+/// min_console_token_bytes. Never puts the token in a message.
+std::string read_console_token(const daemon_config& config, const env_lookup& env = {});
 
 /// Empty when `tag` is a valid node tag (1 to 64 of [A-Za-z0-9._-]), else why it is not.
 std::string tag_error(std::string_view tag);
