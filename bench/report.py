@@ -534,10 +534,10 @@ def main():
          "meanwhile). Targets: <= 16 threads, <= 128 MiB, idle CPU < 2 %, <= 2 Redis "
          "connections / 1 ZooKeeper session / <= pool_size (4) SQL connections.",
          scale(res, "mutexes")),
-        ("4c. Scale: one process, 100,000 mutexes", "As 4a with 50,000 owned and 50,000 "
+        ("4b. Scale: one process, 100,000 mutexes", "As 4a with 50,000 owned and 50,000 "
          "waiting. Targets: <= 16 threads, <= 512 MiB, idle CPU < 10 %, the same connection "
          "limits.", scale(res, "mutexes_100000")),
-        ("4b. Scale: the daemon with 1,000 schedules", "`baton run` owning 1,000 cron schedules "
+        ("4c. Scale: the daemon with 1,000 schedules", "`baton run` owning 1,000 cron schedules "
          "that do not fire during the window.", scale(res, "daemon")),
         ("5. Peers on the same servers", "python3-kazoo Lock and Election, python3-redis Lock; "
          "same definitions and the same machine, same run.", peers(res)),
