@@ -1547,8 +1547,12 @@ TEST_F(redis_test, an_unlock_of_a_lease_lost_meanwhile_counts_it_lost) {
     return m.lease_events[static_cast<std::size_t>(e)];
   };
   const auto name = unique_name("locker-lost");
+  // The command connection is up (the blocking path is used only then), and the lock is won
+  // on this thread.
+  ASSERT_FALSE(read(name).ec);
   baton::locker lock(*backend_, name, baton::test::lease_options(20'000ms));
   lock.lock();
+  EXPECT_EQ(clients_named(*raw_, "baton-blocking-"), 1u);
   raw_->run({"DEL", "baton:{" + name + "}"});  // the lease is gone on the server
   const auto before = redis_metrics();
   lock.unlock();
