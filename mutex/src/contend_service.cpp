@@ -26,50 +26,104 @@ contend_service::contend_service(boost::asio::io_context& io, std::string name,
 contend_service::~contend_service() = default;
 
 bool contend_service::start() {
+  if (!claim_start()) return false;
+  start_claimed();
+  return true;
+}
+
+bool contend_service::claim_start() noexcept {
   auto expected = service_status::initial;
   if (!status_.compare_exchange_strong(expected, service_status::starting)) return false;
+  ++starts_;
+  return true;
+}
+
+void contend_service::start_claimed() {
   boost::asio::post(strand_, [self = shared_from_this()] {
     auto expected = service_status::starting;
     if (!self->status_.compare_exchange_strong(expected, service_status::running)) return;
     ++self->generation_;
     self->start_contend(self->generation_);
   });
+}
+
+bool contend_service::unclaim_start() noexcept {
+  {
+    std::lock_guard lock(initial_mutex_);
+    auto expected = service_status::starting;
+    if (!status_.compare_exchange_strong(expected, service_status::initial)) return false;
+  }
+  initial_.notify_all();
   return true;
+}
+
+bool contend_service::claim_stop() noexcept {
+  auto status = status_.load();
+  while (status == service_status::starting || status == service_status::running)
+    if (status_.compare_exchange_weak(status, service_status::stopping)) return true;
+  return false;
 }
 
 void contend_service::stop(std::function<void()> done) noexcept {
   try {
-    auto status = status_.load();
-    bool claimed = false;
-    while (status == service_status::starting || status == service_status::running) {
-      if (status_.compare_exchange_weak(status, service_status::stopping)) {
-        claimed = true;
-        break;
-      }
-    }
-    auto self = shared_from_this();
-    if (!claimed) {
+    if (!claim_stop()) {
       // Not running (or already stopping): nothing to release here.
       if (done) boost::asio::post(strand_, std::move(done));
       return;
     }
-    boost::asio::post(strand_, [self, done = std::move(done)]() mutable {
-      // A start() that never ran its strand step has nothing to stop.
-      auto finish = [self, done = std::move(done)] {
-        self->status_.store(service_status::initial);
-        if (done) done();
-      };
-      if (self->leader_) {
-        mutex_state state{self->last_observed(), mutex_owner{}, self->id_};
-        state.before.owner_id = self->id_;
-        self->notify_released(state, release_reason::released);
-      }
-      self->stop_contend(self->generation_, std::move(finish));
-    });
+    stop_claimed(std::move(done));
   } catch (const std::exception& e) {
     detail::log({.schedule = name_, .event = "lease.stop_failed"})
         .error("stop failed: {}", e.what());
   }
+}
+
+void contend_service::stop_claimed(std::function<void()> done, release_reason why) {
+  boost::asio::post(strand_, [self = shared_from_this(), done = std::move(done), why]() mutable {
+    // A start() that never ran its strand step has nothing to stop.
+    auto finish = [self, done = std::move(done)] {
+      {
+        std::lock_guard lock(self->initial_mutex_);
+        self->status_.store(service_status::initial);
+      }
+      self->initial_.notify_all();
+      if (done) done();
+    };
+    if (self->leader_) {
+      mutex_state state{self->last_observed(), mutex_owner{}, self->id_};
+      state.before.owner_id = self->id_;
+      self->notify_released(state, why);
+    }
+    self->stop_contend(self->generation_, std::move(finish));
+  });
+}
+
+bool contend_service::wait_initial(std::chrono::milliseconds timeout) {
+  std::unique_lock lock(initial_mutex_);
+  return initial_.wait_for(lock, timeout,
+                           [&] { return status_.load() == service_status::initial; });
+}
+
+contend_service::start_result contend_service::start_blocking(bool one_round) {
+  return start() ? start_result::started : start_result::refused;
+}
+
+bool contend_service::stop_blocking(std::chrono::milliseconds timeout) noexcept {
+  return stop_and_wait(timeout);
+}
+
+void contend_service::set_owner_snapshot(const mutex_owner& owner, steady_time deadline) {
+  std::lock_guard lock(snapshot_mutex_);
+  owner_ = true;
+  fence_ = owner.fence;
+  deadline_ = deadline;
+  observed_ = owner;
+}
+
+void contend_service::clear_owner_snapshot() {
+  std::lock_guard lock(snapshot_mutex_);
+  owner_ = false;
+  fence_ = 0;
 }
 
 bool contend_service::stop_and_wait(std::chrono::milliseconds timeout) noexcept {
@@ -161,10 +215,11 @@ void contend_service::note_backend_clock(backend_time backend_now,
               -seconds(sample.offset));
 }
 
-void contend_service::notify_acquired(const mutex_state& state, steady_time deadline) {
+void contend_service::notify_acquired(const mutex_state& state, steady_time deadline,
+                                      bool counted) {
   if (leader_) return;
   leader_ = true;
-  detail::record_lease_event(backend_type_, lease_event::acquired);
+  if (!counted) detail::record_lease_event(backend_type_, lease_event::acquired);
   {
     std::lock_guard lock(snapshot_mutex_);
     owner_ = true;

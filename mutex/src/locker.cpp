@@ -44,7 +44,11 @@ locker::~locker() { unlock(); }
 
 void locker::lock() {
   if (locked_) throw std::logic_error("baton::locker: already locked");
-  service_->start();
+  // An uncontended mutex is won on this thread, without a hop to an io thread and back.
+  if (service_->start_blocking() == contend_service::start_result::owner) {
+    locked_ = true;
+    return;
+  }
   std::unique_lock lock(waiter_->mutex);
   waiter_->changed.wait(lock, [&] { return waiter_->owner; });
   locked_ = true;
@@ -56,7 +60,16 @@ bool locker::try_lock() {
     std::lock_guard lock(waiter_->mutex);
     waiter_->rounds = 0;
   }
-  service_->start();
+  switch (service_->start_blocking(true)) {
+    case contend_service::start_result::owner:
+      locked_ = true;
+      return true;
+    case contend_service::start_result::not_owner:
+      return false;
+    case contend_service::start_result::started:
+    case contend_service::start_result::refused:
+      break;
+  }
   std::unique_lock lock(waiter_->mutex);
   // One round: the first reply (or error). Bounded by the lease in case nothing ever answers.
   bool answered = waiter_->changed.wait_for(lock, service_->options().lease(),
@@ -72,7 +85,10 @@ bool locker::try_lock() {
 
 bool locker::try_lock_until_steady(std::chrono::steady_clock::time_point deadline) {
   if (locked_) throw std::logic_error("baton::locker: already locked");
-  service_->start();
+  if (service_->start_blocking() == contend_service::start_result::owner) {
+    locked_ = true;
+    return true;
+  }
   std::unique_lock lock(waiter_->mutex);
   if (waiter_->changed.wait_until(lock, deadline, [&] { return waiter_->owner; })) {
     locked_ = true;
@@ -86,7 +102,7 @@ bool locker::try_lock_until_steady(std::chrono::steady_clock::time_point deadlin
 void locker::unlock() noexcept {
   if (!locked_) return;
   locked_ = false;
-  service_->stop_and_wait(
+  service_->stop_blocking(
       std::min<std::chrono::milliseconds>(service_->options().lease(), std::chrono::seconds{10}));
 }
 

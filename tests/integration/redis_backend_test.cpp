@@ -14,6 +14,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <boost/asio/post.hpp>
+#include <condition_variable>
 #include <fstream>
 #include <future>
 #include <iostream>
@@ -1395,6 +1397,200 @@ TEST_F(redis_test, measure_acquire_round_trip_and_graceful_handover) {
   RecordProperty("acquire_round_trip_ms_median", std::to_string(trips[trips.size() / 2]));
   RecordProperty("graceful_handover_ms_median", std::to_string(handovers[handovers.size() / 2]));
   EXPECT_LT(handovers[handovers.size() / 2], 200.0) << "waiters are not woken by pub/sub";
+}
+
+// ------------------------------------------------------------- the locker's blocking path
+
+namespace {
+
+// Clients of this process whose CLIENT SETNAME is `prefix` + pid.
+std::size_t clients_named(raw_redis& raw, const std::string& prefix) {
+  const auto list = raw.run({"CLIENT", "LIST"});
+  const auto name = "name=" + prefix + std::to_string(::getpid()) + " ";
+  std::size_t n = 0;
+  for (auto pos = list.find(name); pos != std::string::npos; pos = list.find(name, pos + 1)) ++n;
+  return n;
+}
+
+// Occupies every io thread of `rt` until release(): work posted to them waits meanwhile.
+class io_blocker {
+ public:
+  io_blocker(baton::runtime& rt, int threads) {
+    for (int i = 0; i < threads; ++i)
+      boost::asio::post(rt.io(), [this] {
+        std::unique_lock lock(mutex_);
+        ++busy_;
+        changed_.notify_all();
+        changed_.wait(lock, [&] { return released_; });
+        --busy_;
+        changed_.notify_all();
+      });
+    std::unique_lock lock(mutex_);
+    if (!changed_.wait_for(lock, 20s, [&] { return busy_ == threads; }))
+      throw std::runtime_error("io_blocker: the io threads did not all start");
+  }
+  ~io_blocker() { release(); }
+  void release() {
+    std::unique_lock lock(mutex_);
+    released_ = true;
+    changed_.notify_all();
+    changed_.wait(lock, [&] { return busy_ == 0; });
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  int busy_ = 0;
+  bool released_ = false;
+};
+
+}  // namespace
+
+TEST_F(redis_test, a_locker_locks_and_unlocks_a_free_mutex_on_its_own_thread) {
+  // The contend API alone never opens the blocking path's connection.
+  const auto name = unique_name("locker-here");
+  auto service = backend_->make_contend_service(name, std::make_shared<tracker>(),
+                                                baton::test::lease_options());
+  service->start();
+  ASSERT_TRUE(baton::test::wait_until([&] { return service->is_owner(); }, 10s));
+  ASSERT_TRUE(service->stop_and_wait(10s));
+  EXPECT_EQ(clients_named(*raw_, "baton-blocking-"), 0u);
+
+  // With every io thread busy, lock() and unlock() of a free mutex still complete: the
+  // requests go from this thread.
+  baton::locker lock(*backend_, name, baton::test::lease_options());
+  std::uint64_t fence = 0;
+  {
+    io_blocker blocked(rt_, static_cast<int>(baton::runtime::options{}.io_threads));
+    lock.lock();
+    EXPECT_TRUE(lock.owns_lease());
+    fence = lock.fence();
+    EXPECT_GT(fence, 0u);
+    EXPECT_EQ(raw_->run({"HGET", "baton:{" + name + "}", "id"}), lock.contender_id());
+    EXPECT_EQ(raw_->run({"HGET", "baton:{" + name + "}", "fence"}), std::to_string(fence));
+    lock.unlock();
+    EXPECT_FALSE(lock.owns_lease());
+    EXPECT_EQ(raw_->run({"EXISTS", "baton:{" + name + "}"}), "0");
+  }
+  // One connection more, and only one however often it locks.
+  for (int i = 0; i < 20; ++i) {
+    lock.lock();
+    EXPECT_GT(lock.fence(), fence);
+    fence = lock.fence();
+    lock.unlock();
+  }
+  EXPECT_EQ(clients_named(*raw_, "baton-blocking-"), 1u);
+  EXPECT_EQ(clients_named(*raw_, "baton-command-"), 1u);
+  EXPECT_EQ(clients_named(*raw_, "baton-subscriber-"), 1u);
+}
+
+TEST_F(redis_test, a_lock_won_on_the_callers_thread_is_renewed_in_the_background) {
+  const auto name = unique_name("locker-renew");
+  const auto key = "baton:{" + name + "}";
+  baton::locker lock(*backend_, name, baton::test::lease_options(400ms, 50ms));
+  lock.lock();
+  const auto fence = lock.fence();
+  const auto first_ttl_at = std::stoll(raw_->run({"HGET", key, "ttl_at"}));
+  // The strand took the lease over and renewed it: ttl_at moved, the fence did not.
+  ASSERT_TRUE(baton::test::wait_until(
+      [&] {
+        return std::stoll(raw_->run({"HGET", key, "ttl_at"})) > first_ttl_at;
+      },
+      10s));
+  EXPECT_TRUE(lock.owns_lease());
+  EXPECT_EQ(lock.fence(), fence);
+  EXPECT_EQ(raw_->run({"HGET", key, "fence"}), std::to_string(fence));
+  EXPECT_GT(lock.lease_deadline(), steady::now());
+  lock.unlock();
+  EXPECT_EQ(raw_->run({"EXISTS", key}), "0");
+  // Locked again at once after an unlock of a lease the strand had taken over.
+  lock.lock();
+  EXPECT_GT(lock.fence(), fence);
+  lock.unlock();
+  EXPECT_EQ(raw_->run({"EXISTS", key}), "0");
+}
+
+TEST_F(redis_test, an_unlock_while_a_renewal_is_on_the_wire_leaves_the_mutex_free) {
+  // The renewal is held by a paused server when unlock() comes: the release must not reach
+  // the server before it (the renewal would take the released mutex anew with a new fence).
+  const auto name = unique_name("locker-race");
+  const auto key = "baton:{" + name + "}";
+  const auto options = baton::test::lease_options(300ms, 50ms);
+  baton::locker lock(*backend_, name, options);
+  for (int round = 0; round < 3; ++round) {
+    lock.lock();
+    const auto ttl_at = std::stoll(raw_->run({"HGET", key, "ttl_at"}));
+    const auto renewal_by = steady::now() + std::chrono::milliseconds{ttl_at - server_ms() + 50};
+    raw_->run({"CLIENT", "PAUSE", "500", "ALL"});
+    // The renewal goes at ttl_at at the latest; the paused server holds it.
+    std::this_thread::sleep_until(renewal_by);
+    lock.unlock();
+    baton::locker other(*backend_, name, options);
+    ASSERT_TRUE(other.try_lock_for(10s)) << "round " << round;
+    // Nothing of the first lock comes back: the mutex stays the other's for a whole lease.
+    const auto until = steady::now() + options.lease();
+    while (steady::now() < until) {
+      ASSERT_EQ(raw_->run({"HGET", key, "id"}), other.contender_id()) << "round " << round;
+      std::this_thread::sleep_for(20ms);
+    }
+    other.unlock();
+  }
+}
+
+TEST_F(redis_test, an_unlock_of_a_lease_lost_meanwhile_counts_it_lost) {
+  auto redis_metrics = [] {
+    for (auto& m : baton::backend_metrics_snapshot())
+      if (m.type == "redis") return m;
+    return baton::backend_metrics{};
+  };
+  auto event = [](const baton::backend_metrics& m, baton::lease_event e) {
+    return m.lease_events[static_cast<std::size_t>(e)];
+  };
+  const auto name = unique_name("locker-lost");
+  // The command connection is up (the blocking path is used only then), and the lock is won
+  // on this thread.
+  ASSERT_FALSE(read(name).ec);
+  baton::locker lock(*backend_, name, baton::test::lease_options(20'000ms));
+  lock.lock();
+  EXPECT_EQ(clients_named(*raw_, "baton-blocking-"), 1u);
+  raw_->run({"DEL", "baton:{" + name + "}"});  // the lease is gone on the server
+  const auto before = redis_metrics();
+  lock.unlock();
+  EXPECT_FALSE(lock.owns_lease());
+  // Counted by unlock() itself, or on the strand right after when it had taken the lease over.
+  ASSERT_TRUE(baton::test::wait_until(
+      [&] {
+        return event(redis_metrics(), baton::lease_event::lost) >
+               event(before, baton::lease_event::lost);
+      },
+      10s));
+  const auto after = redis_metrics();
+  EXPECT_EQ(event(after, baton::lease_event::lost) - event(before, baton::lease_event::lost), 1u);
+  EXPECT_EQ(event(after, baton::lease_event::released),
+            event(before, baton::lease_event::released));
+}
+
+TEST_F(redis_test, a_lock_won_on_the_callers_thread_writes_the_lease_guarded_state) {
+  // Right after lock(), before the strand has taken the lease over.
+  const auto name = unique_name("locker-state");
+  baton::locker lock(*backend_, name, baton::test::lease_options(20'000ms));
+  lock.lock();
+  EXPECT_FALSE(wait_done([&](auto h) { lock.service().async_write_state("cadence", h); }));
+  EXPECT_EQ(backend_->read_state(name), "cadence");
+  lock.unlock();
+}
+
+TEST_F(redis_test, try_lock_of_a_held_mutex_fails_at_once_and_leaves_the_queue) {
+  const auto name = unique_name("locker-try");
+  baton::locker a(*backend_, name, baton::test::lease_options());
+  baton::locker b(*backend_, name, baton::test::lease_options());
+  ASSERT_TRUE(a.try_lock());
+  EXPECT_FALSE(b.try_lock());
+  EXPECT_EQ(raw_->run({"ZSCORE", "baton:{" + name + "}:queue", b.contender_id()}), "(nil)");
+  a.unlock();
+  EXPECT_TRUE(b.try_lock());
+  EXPECT_EQ(raw_->run({"HGET", "baton:{" + name + "}", "id"}), b.contender_id());
+  b.unlock();
 }
 
 #endif  // the Redis backend is built

@@ -40,12 +40,14 @@
 #include <deque>
 #include <iterator>
 #include <map>
+#include <mutex>
 #include <set>
 
 #include "baton/mutex/detail/log.hpp"
 #include "baton/mutex/errc.hpp"
 #include "baton/mutex/metrics.hpp"
 #include "baton_redis_scripts.hpp"
+#include "blocking_client.hpp"
 #include "connection.hpp"
 #include "sentinel.hpp"
 
@@ -135,7 +137,8 @@ class store_core : public std::enable_shared_from_this<store_core> {
                   {"append_history", lua::append_history, {}},
                   {"write_controls", lua::write_controls, {}},
                   {"read_waiters", lua::read_waiters, {}},
-                  {"batch", batch_text(), {}}}} {}
+                  {"batch", batch_text(), {}}}},
+        blocking_(settings_, {lua::acquire, lua::release}) {}
 
   void start() {
     boost::asio::post(strand_, [self = shared_from_this()] { self->start_on_strand(); });
@@ -180,6 +183,44 @@ class store_core : public std::enable_shared_from_this<store_core> {
   void read(const std::string& name, lease_store::grant_handler handler) {
     lease_op op{op_kind::read, name, {}, {}, {}, std::move(handler), {}};
     enqueue(std::move(op));
+  }
+
+  // The blocking path (lease_store::acquire_blocking): the request acquire() would send, on the
+  // caller's thread over a connection of its own (made on first use). Not in sentinel mode
+  // (where the master is comes from the sentinels, asynchronously), and not while the command
+  // connection is down (the caller would wait for a connect that is bound to fail).
+  bool acquire_blocking(const std::string& name, const std::string& owner_id, milliseconds ttl,
+                        milliseconds transition, std::error_code& ec, lease_grant& grant) {
+    if (settings_.sentinel || !command_up_.load()) return false;
+    lease_op op{op_kind::acquire, name, owner_id, ttl, transition, {}, {}};
+    std::vector<std::string> keys, args;
+    build(op, keys, args);
+    reply r;
+    if (!blocking_.eval(0, keys, args, ec, r)) return false;
+    lease_grant g;
+    if (!(ec = check("acquire", name, ec, r)) && !parse_grant(r, g))
+      ec = unexpected("acquire", name, r, "an array of the owner id and 5 integers");
+    if (!ec) {
+      note_grant(name, g);
+      note_acquired(name, owner_id);
+      grant = std::move(g);
+    }
+    return true;
+  }
+
+  bool release_blocking(const std::string& name, const std::string& owner_id, std::error_code& ec,
+                        bool& released) {
+    if (settings_.sentinel || !command_up_.load()) return false;
+    lease_op op{op_kind::release, name, owner_id, {}, {}, {}, {}};
+    std::vector<std::string> keys, args;
+    build(op, keys, args);
+    reply r;
+    if (!blocking_.eval(1, keys, args, ec, r)) return false;
+    if (!(ec = check("release", name, ec, r)) && r.type != reply::kind::integer)
+      ec = unexpected("release", name, r, "an integer");
+    released = !ec && r.integer == 1;
+    note_release(name, owner_id, ec);
+    return true;
   }
 
   void read_state(const std::string& name, lease_store::state_handler handler) {
@@ -407,6 +448,7 @@ class store_core : public std::enable_shared_from_this<store_core> {
   // An acquire by the contender this process last saw owning the mutex.
   bool is_renewal(const lease_op& op) const {
     if (op.kind != op_kind::acquire) return false;
+    std::lock_guard lock(seen_mutex_);
     auto seen = last_seen_.find(op.name);
     return seen != last_seen_.end() && seen->second.owner_id == op.owner_id &&
            (failed_releases_.empty() || !failed_releases_.count(op.name + '\n' + op.owner_id));
@@ -525,18 +567,23 @@ class store_core : public std::enable_shared_from_this<store_core> {
     long long seen_until = 0;
     bool seen_own = false;
     std::uint64_t min_fence = 0;
-    if (auto seen = last_seen_.find(op.name); seen != last_seen_.end()) {
-      if (!seen->second.empty()) {
-        seen_until = seen->second.transition_at.time_since_epoch().count();
-        seen_own = seen->second.owner_id == op.owner_id;
+    bool failed_release = false;
+    {
+      std::lock_guard lock(seen_mutex_);
+      if (auto seen = last_seen_.find(op.name); seen != last_seen_.end()) {
+        if (!seen->second.empty()) {
+          seen_until = seen->second.transition_at.time_since_epoch().count();
+          seen_own = seen->second.owner_id == op.owner_id;
+        }
+        min_fence = seen->second.fence;
       }
-      min_fence = seen->second.fence;
+      failed_release = failed_releases_.count(op.name + '\n' + op.owner_id) != 0;
     }
     args.push_back(std::to_string(seen_until));
     args.push_back(seen_own ? "1" : "0");
     args.push_back(std::to_string(min_fence));
     // After a failed release the key may still name this contender: not a renewal.
-    args.push_back(failed_releases_.count(op.name + '\n' + op.owner_id) ? "1" : "0");
+    args.push_back(failed_release ? "1" : "0");
     // Sentinel mode: the first acquire on each new connection re-seeds the fence counter
     // from the server's clock (a failover may have lost the old master's last INCRs). A
     // command that waits for a connection may run on a new master: it re-seeds too.
@@ -569,7 +616,7 @@ class store_core : public std::enable_shared_from_this<store_core> {
         return;
       case op_kind::acquire:
         complete_grant("acquire", op.name, ec, r, [&](std::error_code e, lease_grant g) {
-          if (!e) failed_releases_.erase(op.name + '\n' + op.owner_id);
+          if (!e) note_acquired(op.name, op.owner_id);
           // A waiter of this process: its lapse checks keep it alive in the queue as long as
           // its own polls would.
           if (!e && !g.owner.is(op.owner_id))
@@ -586,16 +633,39 @@ class store_core : public std::enable_shared_from_this<store_core> {
     }
     if (!(ec = check("release", op.name, ec, r)) && r.type != reply::kind::integer)
       ec = unexpected("release", op.name, r, "an integer");
+    note_release(op.name, op.owner_id, ec);
+    op.on_done(ec);
+  }
+
+  // What this process saw of each mutex (last_seen_, failed_releases_), from the strand and from
+  // the blocking path's callers.
+  void note_grant(const std::string& name, const lease_grant& grant) {
+    std::lock_guard lock(seen_mutex_);
+    // A free mutex leaves the last owner in place: a lease that may still run matters only
+    // when the fence counter was lost, and then it must be respected until it ends.
+    auto& seen = last_seen_[name];
+    if (!grant.owner.empty())
+      seen = grant.owner;
+    else
+      seen.fence = std::max(seen.fence, grant.owner.fence);
+  }
+
+  void note_acquired(const std::string& name, const std::string& owner_id) {
+    std::lock_guard lock(seen_mutex_);
+    if (!failed_releases_.empty()) failed_releases_.erase(name + '\n' + owner_id);
+  }
+
+  void note_release(const std::string& name, const std::string& owner_id, std::error_code ec) {
+    std::lock_guard lock(seen_mutex_);
     // Released: no live lease to protect, but keep the fence (a later acquire that finds the
     // counter gone knows Redis lost its data).
-    if (auto seen = last_seen_.find(op.name);
-        !ec && seen != last_seen_.end() && seen->second.owner_id == op.owner_id)
+    if (auto seen = last_seen_.find(name);
+        !ec && seen != last_seen_.end() && seen->second.owner_id == owner_id)
       seen->second.owner_id.clear();
     if (ec)
-      failed_releases_.insert(op.name + '\n' + op.owner_id);
+      failed_releases_.insert(name + '\n' + owner_id);
     else
-      failed_releases_.erase(op.name + '\n' + op.owner_id);
-    op.on_done(ec);
+      failed_releases_.erase(name + '\n' + owner_id);
   }
 
   struct watcher {
@@ -792,6 +862,7 @@ class store_core : public std::enable_shared_from_this<store_core> {
                   master_address_.empty() ? "" : " (was " + master_address_ + ")");
       master_address_ = address;
     }
+    command_up_ = true;
     // After a reconnect every mutex re-checks at once instead of waiting for its next poll.
     wake_all();
   }
@@ -824,6 +895,7 @@ class store_core : public std::enable_shared_from_this<store_core> {
       }
     });
     command_->set_on_ready([this] { command_ready(); });
+    command_->set_on_down([this] { command_up_ = false; });
     subscriber_->set_on_ready([this] { resubscribe(); });
     subscriber_->set_on_down([this] {
       for (auto& [name, ch] : channels_) ch.subscribed = ch.unsubscribing = false;
@@ -902,13 +974,7 @@ class store_core : public std::enable_shared_from_this<store_core> {
     if (!(ec = check(op, name, ec, r)) && !parse_grant(r, grant))
       ec = unexpected(op, name, r, "an array of the owner id and 5 integers");
     if (!ec) {
-      // A free mutex leaves the last owner in place: a lease that may still run matters only
-      // when the fence counter was lost, and then it must be respected until it ends.
-      auto& seen = last_seen_[name];
-      if (!grant.owner.empty())
-        seen = grant.owner;
-      else
-        seen.fence = std::max(seen.fence, grant.owner.fence);
+      note_grant(name, grant);
       // Waited for here: check again when this lease (or hand-off) would lapse. A mutex free
       // now is for its waiters to take; checked again after poll_interval should they not.
       if (auto it = lapse_.find(name); it != lapse_.end()) {
@@ -1009,9 +1075,14 @@ class store_core : public std::enable_shared_from_this<store_core> {
   std::map<std::uint64_t, watcher> watchers_;
   std::map<std::string, channel_state> channels_;
   // Per mutex: the last owner record this process saw (highest fence kept when it was free).
+  mutable std::mutex seen_mutex_;  // guards last_seen_ and failed_releases_ (the blocking path too)
   std::map<std::string, mutex_owner> last_seen_;
   // "name\nid" of releases that failed: that contender's next acquire is a new ownership.
   std::set<std::string> failed_releases_;
+  // The blocking path's connections (none until it is first used), and whether the command
+  // connection is up (the blocking path is used only then).
+  blocking_client blocking_;
+  std::atomic<bool> command_up_{false};
   // Lease requests not yet sent (flush()), and calls of them on the wire.
   std::deque<lease_op> urgent_;  // renewals and releases
   std::deque<lease_op> queue_;   // the rest
@@ -1048,6 +1119,14 @@ class redis_store final : public store {
   void async_write_state(const std::string& name, const std::string& owner_id, std::uint64_t fence,
                          std::string bytes, done_handler handler) override {
     core_->write_state(name, owner_id, fence, std::move(bytes), std::move(handler));
+  }
+  bool acquire_blocking(const std::string& name, const std::string& owner_id, milliseconds ttl,
+                        milliseconds transition, std::error_code& ec, lease_grant& grant) override {
+    return core_->acquire_blocking(name, owner_id, ttl, transition, ec, grant);
+  }
+  bool release_blocking(const std::string& name, const std::string& owner_id, std::error_code& ec,
+                        bool& released) override {
+    return core_->release_blocking(name, owner_id, ec, released);
   }
   std::uint64_t watch(const std::string& name, const std::string& owner_id,
                       std::chrono::milliseconds, std::function<void()> wake) override {

@@ -10,6 +10,7 @@
 ///   bytes per mutex that only the current fence may write and the next owner reads.
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -60,6 +61,24 @@ class contend_service : public std::enable_shared_from_this<contend_service> {
   void stop(std::function<void()> done = {}) noexcept;
   /// stop() and wait up to `timeout` for the release. Must not be called on an io thread.
   bool stop_and_wait(std::chrono::milliseconds timeout) noexcept;
+  /// What start_blocking() did.
+  enum class start_result {
+    owner,      ///< started, and owner already (is_owner() is true; on_acquired follows)
+    started,    ///< started as start() does; the first round's outcome comes as usual
+    not_owner,  ///< (one_round) the first round named another owner; not started, not queued
+    refused,    ///< not INITIAL
+  };
+  /// For callers that block anyway (baton::locker), never on an io thread: start() whose first
+  /// acquire goes from the calling thread when the backend has a blocking path, so an
+  /// uncontended owner is owner when this returns, without waiting for an io thread; the strand
+  /// takes the lease over (renewals, on_acquired) a moment later, unless stop_blocking() gave it
+  /// up first (then the contender hears of neither). Otherwise (and when that round did not
+  /// make it owner, unless `one_round`) it starts as start() does.
+  virtual start_result start_blocking(bool one_round = false);
+  /// stop_and_wait() whose release goes from the calling thread when the backend has a blocking
+  /// path and no request is on the wire (else stop_and_wait()). Then on_released and the
+  /// cleanup follow on the strand without being waited for. Never throws.
+  virtual bool stop_blocking(std::chrono::milliseconds timeout) noexcept;
   /// stop() then start() once stopped.
   void restart() noexcept;
 
@@ -110,8 +129,9 @@ class contend_service : public std::enable_shared_from_this<contend_service> {
   std::uint64_t generation() const noexcept { return generation_; }
 
   /// On the strand: tell the contender it owns the mutex until `deadline` (ignored if already).
-  /// Counts lease_event::acquired.
-  void notify_acquired(const mutex_state& state, steady_time deadline);
+  /// Counts lease_event::acquired unless `counted` (a lease won by start_blocking(), counted
+  /// there).
+  void notify_acquired(const mutex_state& state, steady_time deadline, bool counted = false);
   /// On the strand: extend the local lease of the current ownership after a renewal succeeded
   /// (ignored if not owner). Counts lease_event::renewed: call it for renewals only.
   void extend_lease(steady_time deadline);
@@ -131,6 +151,28 @@ class contend_service : public std::enable_shared_from_this<contend_service> {
   /// On the strand: true between notify_acquired and notify_released.
   bool leader() const noexcept { return leader_; }
 
+  /// start_blocking()/stop_blocking() of a derived service (any thread): INITIAL -> STARTING
+  /// without start()'s strand step (the caller calls start_claimed() once ready).
+  bool claim_start() noexcept;
+  /// How many times the service was started (claim_start() succeeded); any thread.
+  std::uint64_t starts() const noexcept { return starts_.load(); }
+  /// Posts start()'s strand step after claim_start().
+  void start_claimed();
+  /// STARTING -> INITIAL without any strand step (a start that the strand never heard of, given
+  /// up on the caller's thread); false when not STARTING.
+  bool unclaim_start() noexcept;
+  /// STARTING or RUNNING -> STOPPING, as stop() does; false when neither.
+  bool claim_stop() noexcept;
+  /// Posts stop()'s strand step after claim_stop(): on_released if owner, stop_contend(), then
+  /// INITIAL and `done`.
+  void stop_claimed(std::function<void()> done, release_reason why = release_reason::released);
+  /// Blocks until the service is INITIAL again, at most `timeout`; true when it is.
+  bool wait_initial(std::chrono::milliseconds timeout);
+  /// Any thread: the owner snapshot (is_owner(), fence(), lease_deadline()) before the strand
+  /// hears of it (a lease won on the calling thread), or cleared (given up there).
+  void set_owner_snapshot(const mutex_owner& owner, steady_time deadline);
+  void clear_owner_snapshot();
+
  private:
   executor_type strand_;
   std::string name_;
@@ -140,8 +182,11 @@ class contend_service : public std::enable_shared_from_this<contend_service> {
   std::string backend_type_;
   std::atomic<service_status> status_{service_status::initial};
   std::uint64_t generation_ = 0;  // strand only
-  bool leader_ = false;           // strand only
+  std::atomic<std::uint64_t> starts_{0};
+  bool leader_ = false;  // strand only
 
+  std::mutex initial_mutex_;  // with initial_: wait_initial()
+  std::condition_variable initial_;
   mutable std::mutex snapshot_mutex_;  // guards the fields below, read from any thread
   bool owner_ = false;
   std::uint64_t fence_ = 0;

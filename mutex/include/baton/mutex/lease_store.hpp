@@ -42,6 +42,21 @@ class lease_store {
   /// next waiter where the backend can.
   virtual void async_release(const std::string& name, const std::string& owner_id,
                              done_handler handler) = 0;
+  /// Optional blocking path for callers that wait anyway (baton::locker), never called on an io
+  /// thread: the same request as async_acquire, sent and answered on the calling thread. False
+  /// when the store has no such path now (then `ec` and `grant` are untouched and the caller
+  /// uses async_acquire); true when it was tried, with its error or grant.
+  virtual bool acquire_blocking(const std::string& name, const std::string& owner_id,
+                                std::chrono::milliseconds ttl, std::chrono::milliseconds transition,
+                                std::error_code& ec, lease_grant& grant) {
+    return false;
+  }
+  /// Likewise for async_release: true when it was tried, with `released` set when `owner_id`
+  /// owned the mutex (false: it had lost it, or only left the queue).
+  virtual bool release_blocking(const std::string& name, const std::string& owner_id,
+                                std::error_code& ec, bool& released) {
+    return false;
+  }
   /// Reads the owner record without contending.
   virtual void async_read(const std::string& name, grant_handler handler) = 0;
   /// Reads the lease-guarded state (empty when never written).
