@@ -570,9 +570,13 @@ TEST_P(balance_backends, a_joining_node_takes_about_a_third_without_overlap) {
          describe(f, graceful_bound));
   expect_clean(f, graceful_bound);
   EXPECT_EQ(f.lost_fires, 0u) << f.details;
-  // c's share moved to c, and little else.
+  // c's share moved to c, and little else. The bounded-load assignment itself also swaps a few
+  // schedules between a and b (one whose first choice was full before has room there now):
+  // over 2,000 random sets of 60 names, assign_schedules moved 0-7 beyond c's share, more than
+  // 4 in 1.5 % of them (25 for a share of 20 failed a CI-like run on mysql). 3 tolerances (6)
+  // leave 0.1 %.
   EXPECT_GE(net, c_share);
-  EXPECT_LE(net, c_share + 2 * tolerance(20));
+  EXPECT_LE(net, c_share + 3 * tolerance(20));
 }
 
 TEST_P(balance_backends, drain_empties_a_node_and_undrain_brings_it_back) {
