@@ -37,10 +37,12 @@ constexpr milliseconds release_wait{5'000};
 constexpr milliseconds history_flush_wait{2'000};
 /// With a push for control changes, the controls are still re-read this often (a lost push).
 constexpr milliseconds controls_safety_interval{30'000};
-/// Without a push for control changes (SQLite, MySQL) every leader re-reads its controls at the
-/// lease poll_interval, but a node spends at most about this many reads per second on it: with
-/// many schedules each re-reads less often (10,000 schedules: every 10 s), else the reads alone
-/// keep a core busy (20,000 per second at 500 ms).
+/// Without a push for control changes (a store whose watch_controls() returns 0: a read-only
+/// SQLite backend whose file does not exist yet, or another record_store; the SQL backend's
+/// controls poll pushes on SQLite and MySQL) every leader re-reads its controls at the lease
+/// poll_interval, but a node spends at most about this many reads per second on it: with many
+/// schedules each re-reads less often (10,000 schedules: every 10 s), else the reads alone keep
+/// a core busy (20,000 per second at 500 ms).
 constexpr std::size_t controls_reads_per_second = 1000;
 /// Most history records kept while the backend cannot take them (then the oldest are dropped).
 constexpr std::size_t history_queue_bound = 32;
