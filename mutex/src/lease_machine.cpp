@@ -1,6 +1,7 @@
 #include "baton/mutex/detail/lease_machine.hpp"
 
 #include <algorithm>
+#include <utility>
 
 namespace baton::detail {
 
@@ -29,6 +30,7 @@ milliseconds lease_machine::renewal_spread(milliseconds ttl, bool wide) const {
 
 void lease_machine::on_send(time_point now) {
   in_flight_ = true;
+  woken_in_flight_ = false;  // this request sees whatever the wake-up announced
   sent_at_ = now;
 }
 
@@ -43,6 +45,7 @@ std::vector<lease_machine::notification> lease_machine::on_reply(time_point now,
                                                                  const lease_grant& grant) {
   std::vector<notification> notes;
   in_flight_ = false;
+  const bool woken = std::exchange(woken_in_flight_, false);
   const bool after_error = errors_ != 0;
   errors_ = 0;
   const mutex_owner& after = grant.owner;
@@ -80,6 +83,8 @@ std::vector<lease_machine::notification> lease_machine::on_reply(time_point now,
   // The long safeguard wait of a waiter the backend wakes: on the grid too.
   if (wakeups_ == wakeup_coverage::release_and_expiry)
     next_attempt_ = std::max(now, on_grid(next_attempt_, options_.ttl));
+  // Woken while the request was out: the reply may predate the release it announced.
+  if (woken) next_attempt_ = now;
   return notes;
 }
 
@@ -87,6 +92,7 @@ std::vector<lease_machine::notification> lease_machine::on_refused(time_point no
                                                                    const lease_grant& grant) {
   std::vector<notification> notes;
   in_flight_ = false;
+  woken_in_flight_ = false;
   errors_ = 0;
   if (leader_) notes.push_back(step_down(mutex_owner{}, release_reason::step_down));
   known_ = grant.owner.is(self_) ? mutex_owner{} : grant.owner;
@@ -96,6 +102,7 @@ std::vector<lease_machine::notification> lease_machine::on_refused(time_point no
 
 std::vector<lease_machine::notification> lease_machine::on_error(time_point now) {
   in_flight_ = false;
+  woken_in_flight_ = false;  // the backoff stands: a failing backend is not asked at once
   ++errors_;
   if (leader_) {
     // Keep trying to renew every retry_period until the local lease runs out.
@@ -118,7 +125,10 @@ std::vector<lease_machine::notification> lease_machine::on_tick(time_point now) 
 }
 
 void lease_machine::on_wakeup(time_point now) {
-  if (!leader_) next_attempt_ = std::min(next_attempt_, now);
+  if (leader_) return;
+  next_attempt_ = std::min(next_attempt_, now);
+  // The reply to the request out now sets the next attempt: it must not undo this one.
+  if (in_flight_) woken_in_flight_ = true;
 }
 
 std::vector<lease_machine::notification> lease_machine::on_stop() {

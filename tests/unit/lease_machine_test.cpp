@@ -199,6 +199,40 @@ TEST(lease_machine, wakeup_makes_waiter_ask_at_once_but_not_owner) {
   EXPECT_EQ(owner.next_attempt(), renew_at);
 }
 
+// A wake-up that comes while a request is out (the mutex was released after the backend answered
+// it) is not lost when the reply still names the old owner: the waiter asks again at once rather
+// than at its safeguard wait (the lease's lapse). The handover benchmark released at the waiter's
+// first observation and the Redis waiter waited 16 s (ttl + transition) instead of 1 ms.
+TEST(lease_machine, a_wakeup_during_a_request_asks_again_when_the_reply_names_another_owner) {
+  fake_clock clock;
+  auto m = make_machine();
+  m.set_wakeups(baton::wakeup_coverage::release_and_expiry);
+  m.on_send(clock.now);
+  m.on_reply(clock.now, grant("other", 1, 0));
+  const auto safeguard = m.next_attempt();
+  ASSERT_GT(safeguard, clock.now + 500ms);
+
+  clock.advance(10ms);
+  m.on_send(clock.now);  // asked again (a wake-up of a new subscription, say) ...
+  clock.advance(1ms);
+  m.on_wakeup(clock.now);  // ... and the owner released while it was out
+  clock.advance(1ms);
+  m.on_reply(clock.now, grant("other", 1, 11));  // answered before the release
+  EXPECT_EQ(m.next_attempt(), clock.now);
+
+  // Consumed by the request it caused: the next stale reply waits as before.
+  m.on_send(clock.now);
+  m.on_reply(clock.now, grant("other", 2, 12));
+  EXPECT_GT(m.next_attempt(), clock.now + 500ms);
+
+  // A wake-up before the request went out is covered by that request.
+  clock.advance(5ms);
+  m.on_wakeup(clock.now);
+  m.on_send(clock.now);
+  m.on_reply(clock.now, grant("other", 2, 17));
+  EXPECT_GT(m.next_attempt(), clock.now + 500ms);
+}
+
 TEST(lease_machine, stop_releases_owner_once) {
   fake_clock clock;
   auto m = make_machine();

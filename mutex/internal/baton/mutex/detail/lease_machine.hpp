@@ -40,7 +40,9 @@ class lease_machine {
   std::vector<notification> on_error(time_point now);
   /// Time passed: steps down when the local lease has run out.
   std::vector<notification> on_tick(time_point now);
-  /// The backend says the mutex may be free: a waiter asks at once.
+  /// The backend says the mutex may be free: a waiter asks at once. One that comes while a
+  /// request is out asks again once its reply is in (unless the reply makes it owner or is an
+  /// error): that reply may have been read before the release the wake-up announces.
   void on_wakeup(time_point now);
   /// What the backend's wake-ups cover (none until set): sets how often a waiter asks.
   void set_wakeups(wakeup_coverage coverage) noexcept { wakeups_ = coverage; }
@@ -81,6 +83,7 @@ class lease_machine {
   mutex_owner known_;
   bool leader_ = false;
   bool in_flight_ = false;
+  bool woken_in_flight_ = false;  // on_wakeup() while in_flight_
   wakeup_coverage wakeups_ = wakeup_coverage::none;
   unsigned errors_ = 0;
   time_point sent_at_{};
