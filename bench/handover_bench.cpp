@@ -17,6 +17,10 @@
 // Each floor sample follows the same idle pause (uniform [20, 70) ms) as a baton handover.
 //
 // Samples per backend: 200 (BATON_BENCH_QUICK=1: 20), after 2 unrecorded warm-up handovers.
+// BATON_BENCH_HANDOVER_NO_PAUSE=1: the method of the kazoo and redis-py peers (bench/peers), which
+// release as soon as the other contender waits: the owner releases at the waiter's first
+// observation and the floors take no idle pause. Only the notified backends (Redis, ZooKeeper,
+// PostgreSQL); the subjects are "baton-no-pause" and "floor-no-pause".
 // Output: JSON records on stdout (figure "handover", subject "baton" and "floor"); progress and
 // errors on stderr. Exits 1 if any backend failed.
 #include <hiredis/hiredis.h>
@@ -77,7 +81,15 @@ bool polling_backend(const std::string& type) { return type == "sqlite" || type 
 // Before each floor sample: the same idle pause as before a baton handover on a notified
 // backend, so that both start from threads that have been idle (waking an idle thread or vCPU
 // costs tens to hundreds of microseconds; a back-to-back loop would hide that from the floor).
+bool no_pause() {
+  const char* v = std::getenv("BATON_BENCH_HANDOVER_NO_PAUSE");
+  return v && std::string(v) == "1";
+}
+
+std::string subject(const char* s) { return no_pause() ? std::string(s) + "-no-pause" : s; }
+
 void idle_pause() {
+  if (no_pause()) return;
   thread_local std::mt19937_64 rng{std::random_device{}()};
   std::uniform_int_distribution<long long> ms(20, 69);
   std::this_thread::sleep_for(std::chrono::milliseconds{ms(rng)});
@@ -122,7 +134,7 @@ handover_result run_baton(const std::string& type, int samples) {
       20, polling_backend(type) ? 20 + result.poll_ms - 1 : 70);
 
   for (int i = 0; i < warmup_handovers + samples; ++i) {
-    std::this_thread::sleep_for(milliseconds{pause_ms(rng)});
+    if (!no_pause()) std::this_thread::sleep_for(milliseconds{pause_ms(rng)});
     if (!owner->send("release"))
       throw std::runtime_error("owner " + owner->describe() + " does not take commands");
     const auto acquired = expect_line(*waiter, {"ACQUIRED"}, event_timeout, "on_acquired");
@@ -578,7 +590,8 @@ void emit_floor(const std::string& type, floor_parts parts, long long poll_ms) {
   extra["acquire_median_ms"] = fmt(acquire.median);
   extra["acquire_p99_ms"] = fmt(acquire.p99);
   extra["poll_interval_ms"] = std::to_string(poll_ms);
-  extra["pause_before_sample"] = "uniform [20, 70) ms (idle, as before a baton handover)";
+  extra["pause_before_sample"] =
+      no_pause() ? "none" : "uniform [20, 70) ms (idle, as before a baton handover)";
   if (parts.notify.empty()) {
     extra["floor"] =
         "one statement round trip (waiters poll, so no notification); median/p99 of the UPDATE";
@@ -600,16 +613,20 @@ void emit_floor(const std::string& type, floor_parts parts, long long poll_ms) {
   sum.min = notify.min + acquire.min;
   sum.max = notify.max + acquire.max;
   sum.mean = notify.mean + acquire.mean;
-  baton::bench::emit("handover", type, "floor", "ms", sum, extra);
+  baton::bench::emit("handover", type, subject("floor"), "ms", sum, extra);
 }
 
 void run_backend(const std::string& type, int samples) {
+  if (no_pause() && polling_backend(type)) {
+    std::cerr << "handover " << type << ": skipped (no-pause runs only the notified backends)\n";
+    return;
+  }
   std::cerr << "handover " << type << ": " << samples << " handovers between two processes\n";
   const auto started = mono_ns();
   auto result = run_baton(type, samples);
   const auto s = baton::bench::summarize(result.samples);
   baton::bench::emit(
-      "handover", type, "baton", "ms", s,
+      "handover", type, subject("baton"), "ms", s,
       {{"measured",
         "owner process calls stop() -> the other process's on_acquired "
         "(CLOCK_MONOTONIC of both)"},
@@ -620,6 +637,7 @@ void run_backend(const std::string& type, int samples) {
        {"warmup_handovers", std::to_string(warmup_handovers)},
        {"pause_before_release",
         polling_backend(type) ? "uniform [20, 20 + poll_interval) ms after the waiter's first poll"
+        : no_pause()          ? "none: at the waiter's first observation (as the kazoo peer)"
                               : "uniform [20, 70) ms after the waiter's first observation"},
        {"release_median_ms", fmt(baton::bench::summarize(result.release_times).median)},
        {"release_p99_ms", fmt(baton::bench::summarize(result.release_times).p99)}});

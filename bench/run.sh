@@ -87,6 +87,9 @@ run() {  # run NAME COMMAND...: appends the command's JSON lines to the results
 }
 
 run handover "$BATON_BENCH_BIN/baton_handover_bench"
+# The same with the peers' method (release as soon as the other contender waits, no idle pause):
+# subjects baton-no-pause and floor-no-pause, on the notified backends only.
+run handover env BATON_BENCH_HANDOVER_NO_PAUSE=1 "$BATON_BENCH_BIN/baton_handover_bench"
 run takeover "$BATON_BENCH_BIN/baton_takeover_bench"
 run throughput "$BATON_BENCH_BIN/baton_throughput_bench"
 run scale "$BATON_BENCH_BIN/baton_scale_bench"
