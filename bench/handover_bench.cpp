@@ -78,16 +78,21 @@ std::string fmt(double v) {
 
 bool polling_backend(const std::string& type) { return type == "sqlite" || type == "mysql"; }
 
+// BATON_BENCH_HANDOVER_NO_PAUSE=1: the peers' method (see the top of this file).
+bool no_pause() {
+  static const bool on = [] {
+    const char* v = std::getenv("BATON_BENCH_HANDOVER_NO_PAUSE");
+    return v && std::string(v) == "1";
+  }();
+  return on;
+}
+
+// A record's subject: "-no-pause" marks the peers' method.
+std::string subject(const char* s) { return no_pause() ? std::string(s) + "-no-pause" : s; }
+
 // Before each floor sample: the same idle pause as before a baton handover on a notified
 // backend, so that both start from threads that have been idle (waking an idle thread or vCPU
 // costs tens to hundreds of microseconds; a back-to-back loop would hide that from the floor).
-bool no_pause() {
-  const char* v = std::getenv("BATON_BENCH_HANDOVER_NO_PAUSE");
-  return v && std::string(v) == "1";
-}
-
-std::string subject(const char* s) { return no_pause() ? std::string(s) + "-no-pause" : s; }
-
 void idle_pause() {
   if (no_pause()) return;
   thread_local std::mt19937_64 rng{std::random_device{}()};

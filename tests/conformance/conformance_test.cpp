@@ -172,6 +172,10 @@ struct release_on_sight final : baton::mutex_contender {
   std::chrono::microseconds delay{};
   std::thread releaser;  // joined by the test after each round
   std::atomic<bool> owner_stopped{false};
+  ~release_on_sight() override {
+    // A round that failed its assertions left its releaser running.
+    if (releaser.joinable()) releaser.join();
+  }
   void on_acquired(const baton::mutex_state&) override { ++acquired; }
   void on_released(const baton::mutex_state&) override {}
   void on_observed(const baton::mutex_owner& o) override {
