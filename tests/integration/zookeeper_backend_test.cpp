@@ -332,6 +332,46 @@ TEST_F(zookeeper_backend, a_release_wakes_only_the_next_of_ten_waiters) {
   for (auto& x : s) x->stop_and_wait(10s);
 }
 
+TEST_F(zookeeper_backend, a_burst_of_requests_is_bounded_in_flight_and_no_owner_steps_down) {
+  // 2,000 mutexes started at once send some 8,000 requests on the one session. At most
+  // max_in_flight of them may be in the client at a time (the rest wait in the session), so
+  // that the heartbeat, which skips that queue, keeps proving the session alive: every
+  // contender ends up owner and none steps down for want of an answer.
+  auto backend = make(config());
+  const auto base = unique_name("burst");
+  constexpr int count = 2'000;
+  std::vector<std::shared_ptr<recorder>> who;
+  std::vector<std::shared_ptr<baton::contend_service>> s;
+  for (int i = 0; i < count; ++i) {
+    who.push_back(std::make_shared<recorder>());
+    s.push_back(service(*backend, base + "-" + std::to_string(i), who.back()));
+  }
+  for (auto& x : s) x->start();
+  ASSERT_TRUE(baton::test::wait_until(
+      [&] { return std::all_of(s.begin(), s.end(), [](auto& x) { return x->is_owner(); }); }, 60s));
+  // Three heartbeat periods (timeout / 3 each) more: an owner whose session was not proven
+  // alive in time would step down meanwhile.
+  const auto heartbeats = zkd::get_stats(*backend).heartbeats;
+  ASSERT_TRUE(baton::test::wait_until(
+      [&] { return zkd::get_stats(*backend).heartbeats >= heartbeats + 3; }, 10s));
+  const auto st = zkd::get_stats(*backend);
+  EXPECT_GT(st.peak_waiting, 0u) << "a burst this size must have waited for flow slots";
+  EXPECT_LE(st.peak_in_flight, st.max_in_flight);
+  EXPECT_GT(st.peak_in_flight, 0u);
+  std::size_t stepped_down = 0;
+  for (auto& w : who) stepped_down += w->releases();
+  EXPECT_EQ(stepped_down, 0u) << "no owner may step down while the backlog drains";
+  EXPECT_EQ(std::count_if(s.begin(), s.end(), [](auto& x) { return x->is_owner(); }), count);
+  for (auto& x : s) x->stop();
+  EXPECT_TRUE(baton::test::wait_until(
+      [&] { return std::none_of(s.begin(), s.end(), [](auto& x) { return x->is_owner(); }); },
+      30s));
+  inspector look(hosts());
+  const auto dir = "/baton/" + base + "-" + std::to_string(count - 1);
+  EXPECT_TRUE(baton::test::wait_until([&] { return look.children(dir).empty(); }, 30s))
+      << "every lock node is deleted at stop";
+}
+
 TEST_F(zookeeper_backend, the_fence_is_the_owner_node_czxid_and_grows_with_each_owner) {
   auto backend = make(config());
   const auto name = unique_name("fence");

@@ -19,6 +19,8 @@
 #include <boost/asio/steady_timer.hpp>
 
 #include <algorithm>
+#include <atomic>
+#include <random>
 
 #include "baton/mutex/detail/log.hpp"
 #include "baton/mutex/errc.hpp"
@@ -120,7 +122,11 @@ class zk_contend_service final : public contend_service {
           if (auto self = weak.lock()) self->on_session(event);
         });
     }
+    bool wants_heartbeats() const noexcept override { return heartbeats.load(); }
     std::weak_ptr<zk_contend_service> target;
+    // Set on the strand: true while leading or waiting for a heartbeat. Cleared only by the
+    // heartbeat handler, so a contender that needs one never misses it.
+    std::atomic<bool> heartbeats{false};
   };
 
   using step = void (zk_contend_service::*)(const op_result&);
@@ -329,6 +335,7 @@ class zk_contend_service final : public contend_service {
   void claim() {
     if (clock_refused()) return refuse();
     const auto deadline = session_->lease_deadline(sgen_);
+    proxy_->heartbeats = true;  // an owner extends its lease with them
     if (deadline <= steady::now()) {
       // The session has not been proven alive lately: wait for the next heartbeat.
       await_heartbeat_ = true;
@@ -433,7 +440,10 @@ class zk_contend_service final : public contend_service {
     using std::chrono::milliseconds;
     if (clock_refused())
       return std::clamp(session_timeout(), milliseconds{1'000}, milliseconds{10'000});
-    return milliseconds{60'000};
+    // About once a minute, spread over [54, 66) s so that mutexes started together do not
+    // all probe in the same instant (readings are shared, the wake-ups are not).
+    thread_local std::minstd_rand spread{std::random_device{}()};
+    return milliseconds{54'000 + static_cast<long>(spread() % 12'000)};
   }
 
   void schedule_clock_probe(std::chrono::milliseconds delay) {
@@ -446,46 +456,26 @@ class zk_contend_service final : public contend_service {
     });
   }
 
-  // setData of <base>/@clock (created when missing; '@' is never in a mutex name): its mtime is
-  // the server's clock when the write was applied.
+  // A reading of the server's clock (setData of <base>/@clock, created when missing; '@' is
+  // never in a mutex name: its mtime is the server's clock when the write was applied). The
+  // session shares readings among its contenders.
   void probe_clock() {
     if (!running_ || stopping_) return;
     if (!connected_) return schedule_clock_probe(clock_probe_period());
     const auto seq = clock_seq_;
-    // Handlers run on client threads: they hold no strong reference, only post.
-    session_->ensure_path(sgen_, clock_path(),
-                          [weak = weak_self(), strand = get_executor(), seq](op_result r) {
-                            boost::asio::post(strand, [weak, seq, rc = r.rc] {
-                              auto self = weak.lock();
-                              if (!self || seq != self->clock_seq_) return;
-                              if (rc != ZOK)
-                                return self->schedule_clock_probe(self->clock_probe_period());
-                              self->write_clock(seq);
-                            });
-                          });
+    session_->read_clock(
+        sgen_, [weak = weak_self(), strand = get_executor(), seq](const clock_reading& reading) {
+          boost::asio::post(strand, [weak, seq, reading] {
+            if (auto self = weak.lock(); self && seq == self->clock_seq_)
+              self->on_clock_probe(reading);
+          });
+        });
   }
 
-  void write_clock(std::uint64_t seq) {
+  void on_clock_probe(const clock_reading& r) {
     if (!running_ || stopping_) return;
-    const auto sent = std::chrono::system_clock::now();
-    session_->set(sgen_, clock_path(), "", -1,
-                  [weak = weak_self(), strand = get_executor(), seq, sent](op_result r) {
-                    const auto received = std::chrono::system_clock::now();
-                    boost::asio::post(strand, [weak, seq, sent, received, r = std::move(r)] {
-                      if (auto self = weak.lock(); self && seq == self->clock_seq_)
-                        self->on_clock_probe(r, sent, received);
-                    });
-                  });
-  }
-
-  std::string clock_path() const { return session_->config().base() + "/@clock"; }
-
-  void on_clock_probe(const op_result& r, std::chrono::system_clock::time_point sent,
-                      std::chrono::system_clock::time_point received) {
-    if (!running_ || stopping_) return;
-    if (r.rc == ZNONODE) session_->forget_dir(clock_path());  // deleted by someone: again
     if (r.rc == ZOK) {
-      note_backend_clock(backend_time{std::chrono::milliseconds{r.stat.mtime}}, sent, received);
+      note_backend_clock(backend_time{std::chrono::milliseconds{r.mtime_ms}}, r.sent, r.received);
       if (clock_refused() && (!node_.empty() || uncertain_ || leader()))
         refuse();  // reschedules
       else if (!clock_refused())
@@ -497,14 +487,18 @@ class zk_contend_service final : public contend_service {
   // ---- session events ------------------------------------------------------------------------
 
   void on_session(const session_event& event) {
-    if (!running_ && !stopping_) return;
+    if (!running_ && !stopping_) {
+      if (event.kind == session_event::heartbeat) proxy_->heartbeats = false;
+      return;
+    }
     if (event.kind == session_event::heartbeat) {
       if (event.gen != sgen_) return;
       if (leader()) {
         const auto deadline = session_->lease_deadline(sgen_);
         if (deadline > steady::now()) {
+          // (The lease timer stays armed at the earlier deadline: when it fires it finds this
+          // one and re-arms. Re-arming here on every heartbeat of every owner cost more.)
           extend_lease(deadline);
-          arm_lease_timer(deadline);
           // The renewal of a ZooKeeper owner: its session was proven alive, the fence is kept.
           mine_ = owner_record(contender_id(), node_stat_, session_timeout());
           observed_ = mine_;
@@ -516,6 +510,7 @@ class zk_contend_service final : public contend_service {
         need_list_ = true;
         advance();
       }
+      if (!leader() && !await_heartbeat_) proxy_->heartbeats = false;
       return;
     }
     if (event.seq <= seq_) return;

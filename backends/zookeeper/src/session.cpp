@@ -7,6 +7,8 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <deque>
+#include <functional>
 
 #include "baton/mutex/detail/log.hpp"
 #include "baton/mutex/errc.hpp"
@@ -17,8 +19,33 @@ namespace baton::backends::zookeeper::detail {
 
 using std::chrono::milliseconds;
 
+struct handle_ctx;
+
+// One asynchronous call: what to send, and the completion context the client hands back.
+struct zk_request {
+  std::shared_ptr<handle_ctx> handle;
+  std::int64_t sent = 0;  // steady ns, when handed to the client
+  op_handler handler;
+  std::function<int(zhandle_t*, zk_request*)> call;  // hands the request to the client
+  bool counted = false;                              // holds one of the handle's flow slots
+  bool lock_create = false;
+  // check_and_set
+  std::string check_path, set_path, data;
+  zoo_op_t ops[2];
+  zoo_op_result_t results[2];
+  struct Stat set_stat {};
+  char created[1024] = {};  // check_and_create: the created path
+};
+
 // Per handle; the watcher context of the handle and of every watch set through it. Lives until
 // zookeeper_close() of its handle has returned.
+//
+// Flow control: at most max_requests_in_flight requests are in the client (queued in it or
+// waiting for the server's answer) at once; the others wait here, in order, and go out as
+// answers come back. The server answers a session's requests in order, so a request sent now is
+// answered after at most that many others: the heartbeat, which skips this queue, proves the
+// session alive within milliseconds even while 50,000 lock nodes are being created, instead of
+// after all of them (which took longer than the session timeout: every owner stepped down).
 struct handle_ctx {
   explicit handle_ctx(session::strand_type s) : strand(std::move(s)) {}
   std::uint64_t gen = 0;
@@ -29,6 +56,22 @@ struct handle_ctx {
   std::atomic<std::int64_t> last_answer{0};  // steady ns: send time of the latest answered call
   std::atomic<int> negotiated_ms{0};
   std::atomic<std::int64_t> client_id{0};
+
+  /// Sends `req` (or queues it behind the requests in flight; `urgent` ones never wait).
+  /// A request that cannot be sent completes inline with the client's return code.
+  void submit(std::unique_ptr<zk_request> req, bool urgent);
+  /// A counted request completed: its slot goes to the next waiting request.
+  void release_slot();
+  /// Sends nothing more (before zookeeper_close()); waiting requests fail with `rc`.
+  void close(int rc);
+  /// Requests waiting for a slot (test and diagnostics).
+  std::size_t waiting_count();
+
+  std::mutex flow_mutex;    // guards the fields below; held while handing a request to the client
+  zhandle_t* zh = nullptr;  // null once closed
+  int closed_rc = ZCLOSING;
+  unsigned in_flight = 0;
+  std::deque<std::unique_ptr<zk_request>> waiting;
 };
 
 namespace {
@@ -76,19 +119,6 @@ void install_client_logging() {
 
 // ---- completions -----------------------------------------------------------------------------
 
-struct op_ctx {
-  std::shared_ptr<handle_ctx> handle;
-  std::int64_t sent = 0;
-  op_handler handler;
-  bool lock_create = false;
-  // check_and_set
-  std::string check_path, set_path, data;
-  zoo_op_t ops[2];
-  zoo_op_result_t results[2];
-  struct Stat set_stat {};
-  char created[1024] = {};  // check_and_create: the created path
-};
-
 constexpr std::string_view metrics_type = "zookeeper";
 
 // A request failed when the server did not answer it (connection, timeout, session gone,
@@ -99,10 +129,11 @@ bool failed_request(int rc) noexcept {
 }
 
 void finish(const void* data, op_result result) {
-  std::unique_ptr<op_ctx> ctx(static_cast<op_ctx*>(const_cast<void*>(data)));
+  std::unique_ptr<zk_request> ctx(static_cast<zk_request*>(const_cast<void*>(data)));
   baton::detail::record_backend_request(metrics_type,
                                         std::chrono::nanoseconds{now_ns() - ctx->sent});
   auto& h = *ctx->handle;
+  if (ctx->counted) h.release_slot();
   if (server_answered(result.rc)) {
     auto last = h.last_answer.load();
     while (last < ctx->sent && !h.last_answer.compare_exchange_weak(last, ctx->sent)) {
@@ -173,7 +204,7 @@ void void_done(int rc, const void* data) {
 
 // check_and_create: which operation failed, and the created path.
 void multi_done(int rc, const void* data) {
-  const auto* ctx = static_cast<const op_ctx*>(data);
+  const auto* ctx = static_cast<const zk_request*>(data);
   op_result r;
   r.rc = rc;
   if (rc == ZOK) {
@@ -349,6 +380,7 @@ session::~session() {
     std::swap(zh, zh_);
     ctx.swap(ctx_);
   }
+  if (ctx) ctx->close(ZCLOSING);
   // Closing while connected ends the session on the server at once: our nodes go away now.
   if (zh) zookeeper_close(zh);
 }
@@ -394,6 +426,10 @@ void session::open_handle() {
       if (zoo_add_auth(zh, "digest", cert.data(), static_cast<int>(cert.size()), &auth_done,
                        user) != ZOK)
         delete user;
+    }
+    {
+      std::lock_guard flow(ctx->flow_mutex);
+      ctx->zh = zh;
     }
     zh_ = zh;
     ctx_ = ctx;
@@ -501,7 +537,8 @@ void session::broadcast(session_event::kind_type kind) {
     event.seq = seq_;
     for (auto it = listeners_.begin(); it != listeners_.end();) {
       if (auto l = it->second.lock()) {
-        targets.push_back(std::move(l));
+        if (kind != session_event::heartbeat || l->wants_heartbeats())
+          targets.push_back(std::move(l));
         ++it;
       } else {
         it = listeners_.erase(it);
@@ -550,6 +587,7 @@ void session::rebuild(const char* why) {
     std::lock_guard lock(state_mutex_);
     known_dirs_.clear();
   }
+  if (old_ctx) old_ctx->close(ZSESSIONEXPIRED);
   broadcast(session_event::expired);  // carries the old generation
   if (old) {
     // zookeeper_close() joins the client's threads: not on an io thread.
@@ -580,11 +618,15 @@ void session::heartbeat(std::uint64_t gen) {
   if (!connected() || generation() != gen) return;
   auto weak = weak_from_this();
   // The cheapest request there is; its answer proves the session alive at its send time.
-  exists(gen, "/", [weak, gen, strand = strand_](op_result r) {
-    boost::asio::post(strand, [weak, gen, rc = r.rc] {
-      if (auto self = weak.lock()) self->on_heartbeat(gen, rc);
-    });
-  });
+  submit(
+      gen,
+      [weak, gen, strand = strand_](op_result r) {
+        boost::asio::post(strand, [weak, gen, rc = r.rc] {
+          if (auto self = weak.lock()) self->on_heartbeat(gen, rc);
+        });
+      },
+      [](zhandle_t* zh, zk_request* ctx) { return zoo_aexists(zh, "/", 0, &stat_done, ctx); },
+      /*urgent=*/true);
   heartbeat_timer_.expires_after(std::max(session_timeout() / 3, milliseconds{10}));
   heartbeat_timer_.async_wait([weak, gen, seq](boost::system::error_code ec) {
     auto self = weak.lock();
@@ -649,36 +691,115 @@ void session::unsubscribe(std::uint64_t key) noexcept {
   listeners_.erase(key);
 }
 
-template <class Call>
-void session::submit(std::uint64_t gen, op_handler handler, Call call) {
-  auto ctx = std::make_unique<op_ctx>();
-  ctx->handler = std::move(handler);
-  int rc = ZSESSIONEXPIRED;
-  {
-    std::shared_lock lock(handle_mutex_);
-    if (zh_ != nullptr && (gen == 0 || ctx_->gen == gen)) {
-      ctx->handle = ctx_;
-      ctx->sent = now_ns();
-      rc = call(zh_, ctx.get());
-      baton::detail::count_backend_requests();
-      if (rc == ZOK) {
-        ctx.release();  // the completion owns it now (and may already have freed it)
-        return;
-      }
-    }
-  }
-  // Not sent (no handle, or the client refused it): a failed request all the same.
+// ---- flow control ----------------------------------------------------------------------------
+
+namespace {
+
+void fail_request(std::unique_ptr<zk_request> req, int rc) {
   baton::detail::record_backend_error(metrics_type, translate(rc));
   op_result r;
   r.rc = rc;
-  auto handle = std::move(ctx->handler);
-  handle(std::move(r));
+  auto handler = std::move(req->handler);
+  req.reset();
+  handler(std::move(r));
+}
+
+// Under the flow mutex, with a handle: hands `req` to the client. On success the completion owns
+// it (and may already have freed it).
+int send_locked(zhandle_t* zh, std::unique_ptr<zk_request>& req) {
+  req->sent = now_ns();
+  int rc = req->call(zh, req.get());
+  baton::detail::count_backend_requests();
+  if (rc == ZOK) req.release();
+  return rc;
+}
+
+}  // namespace
+
+void handle_ctx::submit(std::unique_ptr<zk_request> req, bool urgent) {
+  int rc = ZOK;
+  {
+    std::lock_guard lock(flow_mutex);
+    if (zh == nullptr) {
+      rc = closed_rc;
+    } else if (!urgent && in_flight >= max_requests_in_flight) {
+      req->counted = true;
+      waiting.push_back(std::move(req));
+      if (waiting.size() > stats->peak_waiting) stats->peak_waiting = waiting.size();
+      return;
+    } else {
+      req->counted = !urgent;
+      if (req->counted && ++in_flight > stats->peak_in_flight) stats->peak_in_flight = in_flight;
+      rc = send_locked(zh, req);
+      if (rc == ZOK) return;
+      if (req->counted) --in_flight;
+    }
+  }
+  fail_request(std::move(req), rc);
+}
+
+void handle_ctx::release_slot() {
+  std::vector<std::pair<std::unique_ptr<zk_request>, int>> failed;
+  {
+    std::lock_guard lock(flow_mutex);
+    if (in_flight > 0) --in_flight;
+    while (in_flight < max_requests_in_flight && !waiting.empty()) {
+      auto req = std::move(waiting.front());
+      waiting.pop_front();
+      ++in_flight;
+      int rc = send_locked(zh, req);
+      if (rc != ZOK) {
+        --in_flight;
+        failed.emplace_back(std::move(req), rc);
+      }
+    }
+  }
+  for (auto& [req, rc] : failed) fail_request(std::move(req), rc);
+}
+
+void handle_ctx::close(int rc) {
+  std::deque<std::unique_ptr<zk_request>> dropped;
+  {
+    std::lock_guard lock(flow_mutex);
+    zh = nullptr;
+    closed_rc = rc;
+    dropped.swap(waiting);
+  }
+  for (auto& req : dropped) fail_request(std::move(req), rc);
+}
+
+std::size_t handle_ctx::waiting_count() {
+  std::lock_guard lock(flow_mutex);
+  return waiting.size();
+}
+
+void session::submit(std::uint64_t gen, op_handler handler, send_call call, bool urgent) {
+  auto req = std::make_unique<zk_request>();
+  req->handler = std::move(handler);
+  req->call = std::move(call);
+  {
+    std::shared_lock lock(handle_mutex_);
+    if (zh_ != nullptr && (gen == 0 || ctx_->gen == gen)) req->handle = ctx_;
+  }
+  // No handle, or another generation: a failed request all the same.
+  if (!req->handle) return fail_request(std::move(req), ZSESSIONEXPIRED);
+  auto handle = req->handle;
+  handle->submit(std::move(req), urgent);
+}
+
+std::size_t session::requests_waiting() const {
+  std::shared_ptr<handle_ctx> ctx;
+  {
+    std::shared_lock lock(handle_mutex_);
+    ctx = ctx_;
+  }
+  return ctx ? ctx->waiting_count() : 0;
 }
 
 void session::create_lock(std::uint64_t gen, const std::string& path, const std::string& data,
                           op_handler handler) {
   const auto* acl = settings_.username.empty() ? &ZOO_OPEN_ACL_UNSAFE : &ZOO_CREATOR_ALL_ACL;
-  submit(gen, std::move(handler), [&](zhandle_t* zh, op_ctx* ctx) {
+  submit(gen, std::move(handler), [=](zhandle_t* zh, zk_request* ctx) {
     ctx->lock_create = true;
     return zoo_acreate2(zh, path.c_str(), data.data(), static_cast<int>(data.size()), acl,
                         ZOO_EPHEMERAL_SEQUENTIAL, &string_stat_done, ctx);
@@ -740,25 +861,25 @@ void session::ensure_path(std::uint64_t gen, const std::string& path, op_handler
                         });
     });
   };
-  submit(gen, std::move(done), [&](zhandle_t* zh, op_ctx* ctx) {
+  submit(gen, std::move(done), [=](zhandle_t* zh, zk_request* ctx) {
     return zoo_acreate2(zh, path.c_str(), nullptr, -1, acl, ZOO_PERSISTENT, &string_stat_done, ctx);
   });
 }
 
 void session::get_children(std::uint64_t gen, const std::string& path, op_handler handler) {
-  submit(gen, std::move(handler), [&](zhandle_t* zh, op_ctx* ctx) {
+  submit(gen, std::move(handler), [=](zhandle_t* zh, zk_request* ctx) {
     return zoo_aget_children(zh, path.c_str(), 0, &strings_done, ctx);
   });
 }
 
 void session::exists(std::uint64_t gen, const std::string& path, op_handler handler) {
-  submit(gen, std::move(handler), [&](zhandle_t* zh, op_ctx* ctx) {
+  submit(gen, std::move(handler), [=](zhandle_t* zh, zk_request* ctx) {
     return zoo_aexists(zh, path.c_str(), 0, &stat_done, ctx);
   });
 }
 
 void session::get(std::uint64_t gen, const std::string& path, bool watch_it, op_handler handler) {
-  submit(gen, std::move(handler), [&](zhandle_t* zh, op_ctx* ctx) {
+  submit(gen, std::move(handler), [=](zhandle_t* zh, zk_request* ctx) {
     if (watch_it)
       return zoo_awget(zh, path.c_str(), &node_watcher, ctx->handle.get(), &data_done, ctx);
     return zoo_aget(zh, path.c_str(), 0, &data_done, ctx);
@@ -766,7 +887,7 @@ void session::get(std::uint64_t gen, const std::string& path, bool watch_it, op_
 }
 
 void session::remove(std::uint64_t gen, const std::string& path, op_handler handler) {
-  submit(gen, std::move(handler), [&](zhandle_t* zh, op_ctx* ctx) {
+  submit(gen, std::move(handler), [=](zhandle_t* zh, zk_request* ctx) {
     return zoo_adelete(zh, path.c_str(), -1, &void_done, ctx);
   });
 }
@@ -774,7 +895,7 @@ void session::remove(std::uint64_t gen, const std::string& path, op_handler hand
 void session::create(std::uint64_t gen, const std::string& path, const std::string& data, int flags,
                      op_handler handler) {
   const auto* acl = settings_.username.empty() ? &ZOO_OPEN_ACL_UNSAFE : &ZOO_CREATOR_ALL_ACL;
-  submit(gen, std::move(handler), [&](zhandle_t* zh, op_ctx* ctx) {
+  submit(gen, std::move(handler), [=](zhandle_t* zh, zk_request* ctx) {
     return zoo_acreate2(zh, path.c_str(), data.data(), static_cast<int>(data.size()), acl, flags,
                         &string_stat_done, ctx);
   });
@@ -782,14 +903,14 @@ void session::create(std::uint64_t gen, const std::string& path, const std::stri
 
 void session::set(std::uint64_t gen, const std::string& path, const std::string& data, int version,
                   op_handler handler) {
-  submit(gen, std::move(handler), [&](zhandle_t* zh, op_ctx* ctx) {
+  submit(gen, std::move(handler), [=](zhandle_t* zh, zk_request* ctx) {
     return zoo_aset(zh, path.c_str(), data.data(), static_cast<int>(data.size()), version,
                     &stat_done, ctx);
   });
 }
 
 void session::exists_watch(std::uint64_t gen, const std::string& path, op_handler handler) {
-  submit(gen, std::move(handler), [&](zhandle_t* zh, op_ctx* ctx) {
+  submit(gen, std::move(handler), [=](zhandle_t* zh, zk_request* ctx) {
     return zoo_awexists(zh, path.c_str(), &node_watcher, ctx->handle.get(), &stat_done, ctx);
   });
 }
@@ -798,10 +919,10 @@ void session::check_and_create(std::uint64_t gen, const std::string& check_path,
                                const std::string& create_path, std::string data, int flags,
                                op_handler handler) {
   const auto* acl = settings_.username.empty() ? &ZOO_OPEN_ACL_UNSAFE : &ZOO_CREATOR_ALL_ACL;
-  submit(gen, std::move(handler), [&](zhandle_t* zh, op_ctx* ctx) {
+  submit(gen, std::move(handler), [=](zhandle_t* zh, zk_request* ctx) {
     ctx->check_path = check_path;
     ctx->set_path = create_path;
-    ctx->data = std::move(data);
+    ctx->data = data;
     zoo_check_op_init(&ctx->ops[0], ctx->check_path.c_str(), -1);
     zoo_create_op_init(&ctx->ops[1], ctx->set_path.c_str(), ctx->data.data(),
                        static_cast<int>(ctx->data.size()), acl, flags, ctx->created,
@@ -812,15 +933,73 @@ void session::check_and_create(std::uint64_t gen, const std::string& check_path,
 
 void session::check_and_set(std::uint64_t gen, const std::string& check_path,
                             const std::string& set_path, std::string data, op_handler handler) {
-  submit(gen, std::move(handler), [&](zhandle_t* zh, op_ctx* ctx) {
+  submit(gen, std::move(handler), [=](zhandle_t* zh, zk_request* ctx) {
     ctx->check_path = check_path;
     ctx->set_path = set_path;
-    ctx->data = std::move(data);
+    ctx->data = data;
     zoo_check_op_init(&ctx->ops[0], ctx->check_path.c_str(), -1);
     zoo_set_op_init(&ctx->ops[1], ctx->set_path.c_str(), ctx->data.data(),
                     static_cast<int>(ctx->data.size()), -1, &ctx->set_stat);
     return zoo_amulti(zh, 2, ctx->ops, ctx->results, &void_done, ctx);
   });
+}
+
+void session::read_clock(std::uint64_t gen, clock_handler handler) {
+  std::optional<clock_reading> recent;
+  {
+    std::lock_guard lock(state_mutex_);
+    if (clock_ && steady::now() - clock_at_ < clock_reading_reuse) {
+      recent = clock_;
+    } else {
+      clock_waiters_.push_back(std::move(handler));
+      if (clock_reading_out_) return;
+      clock_reading_out_ = true;
+    }
+  }
+  if (recent) return handler(*recent);
+  const auto path = settings_.base() + "/@clock";
+  auto weak = weak_from_this();
+  auto fail = [weak, strand = strand_](int rc) {
+    boost::asio::post(strand, [weak, rc] {
+      clock_reading failed;
+      failed.rc = rc;
+      if (auto self = weak.lock()) self->clock_read(failed);
+    });
+  };
+  // Handlers run on client threads: no strong reference to the session there, only posts.
+  ensure_path(gen, path, [weak, strand = strand_, gen, path, fail](op_result r) {
+    if (r.rc != ZOK) return fail(r.rc);
+    boost::asio::post(strand, [weak, gen, path, fail] {
+      auto self = weak.lock();
+      if (!self) return;
+      const auto sent = std::chrono::system_clock::now();
+      self->set(gen, path, "", -1, [weak, strand = self->strand_, sent](op_result r) {
+        clock_reading reading;
+        reading.rc = r.rc;
+        reading.mtime_ms = r.stat.mtime;
+        reading.sent = sent;
+        reading.received = std::chrono::system_clock::now();
+        boost::asio::post(strand, [weak, reading] {
+          if (auto self = weak.lock()) self->clock_read(reading);
+        });
+      });
+    });
+  });
+}
+
+void session::clock_read(clock_reading reading) {
+  if (reading.rc == ZNONODE) forget_dir(settings_.base() + "/@clock");  // deleted: again
+  std::vector<clock_handler> waiters;
+  {
+    std::lock_guard lock(state_mutex_);
+    clock_reading_out_ = false;
+    waiters.swap(clock_waiters_);
+    if (reading.rc == ZOK) {
+      clock_ = reading;
+      clock_at_ = steady::now();
+    }
+  }
+  for (auto& w : waiters) w(reading);
 }
 
 void session::delete_abandoned(const std::string& dir, const std::string& guid) {

@@ -17,6 +17,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <shared_mutex>
 #include <string>
@@ -45,7 +46,8 @@ using op_handler = std::function<void(op_result)>;
 struct stats_block {
   std::atomic<std::uint64_t> sessions{0}, local_expiries{0}, disconnects{0}, watch_events{0},
       nodes_created{0}, nodes_adopted{0}, ghosts_deleted{0}, heartbeats{0};
-  std::atomic<unsigned> lost_create_replies{0};  // fault injection
+  std::atomic<std::uint64_t> peak_in_flight{0}, peak_waiting{0};  // flow control
+  std::atomic<unsigned> lost_create_replies{0};                   // fault injection
 };
 
 /// Predecessor watches by path; fired from the client's completion thread.
@@ -89,9 +91,28 @@ class session_listener {
  public:
   virtual ~session_listener() = default;
   virtual void on_session_event(const session_event& event) = 0;
+  /// Whether heartbeat events are wanted now (an owner extends its lease with them, a contender
+  /// waiting for proof of the session goes on with one); state events always come. Any thread.
+  virtual bool wants_heartbeats() const noexcept { return true; }
 };
 
+/// One reading of the server's clock: the mtime of <base>/@clock after a write to it, between
+/// `sent` and `received` on this host's wall clock.
+struct clock_reading {
+  int rc = ZOK;
+  std::int64_t mtime_ms = 0;
+  std::chrono::system_clock::time_point sent, received;
+};
+using clock_handler = std::function<void(const clock_reading&)>;
+
 struct handle_ctx;
+struct zk_request;
+
+/// Requests a session keeps in the client at once (sent, not yet answered); more wait in the
+/// session, in order. Below the server's default globalOutstandingLimit (1,000), so that the
+/// server keeps reading our socket, and small enough that the heartbeat, which skips the queue,
+/// is answered within milliseconds whatever the backlog.
+inline constexpr unsigned max_requests_in_flight = 256;
 
 class session : public std::enable_shared_from_this<session> {
  public:
@@ -156,12 +177,23 @@ class session : public std::enable_shared_from_this<session> {
   void check_and_set(std::uint64_t gen, const std::string& check_path, const std::string& set_path,
                      std::string data, op_handler handler);
 
+  /// Reads the server's clock for a contender (a write of <base>/@clock). Readings are shared:
+  /// one younger than clock_reading_reuse is handed out again, and callers that come while a
+  /// read is out wait for it, so 100,000 contenders probing once a minute cost about one write
+  /// a second, not 1,700. `handler` runs on the session strand (or a client thread, or inline)
+  /// and must only post.
+  void read_clock(std::uint64_t gen, clock_handler handler);
+  static constexpr std::chrono::milliseconds clock_reading_reuse{1'000};
+
   watch_table& watches() noexcept { return *watches_; }
   /// Forgets the cached existence of `dir` (after ZNONODE under it).
   void forget_dir(const std::string& dir);
   /// Deletes, once connected, any node under `dir` carrying `guid`'s protection prefix: a node a
   /// contender abandoned with an old session (ghost cleanup).
   void delete_abandoned(const std::string& dir, const std::string& guid);
+
+  /// Requests waiting for a flow slot now.
+  std::size_t requests_waiting() const;
 
   /// Test hook: closes the session on the server through a second client. Blocking.
   bool expire_for_test(std::chrono::milliseconds timeout);
@@ -178,9 +210,11 @@ class session : public std::enable_shared_from_this<session> {
   void mark_known(const std::string& dir);
   void arm_local_expiry(std::uint64_t gen);
   void clean_abandoned();
-  // Runs `call(zh, ctx)` under the handle lock if `gen` is current; else fails `handler`.
-  template <class Call>
-  void submit(std::uint64_t gen, op_handler handler, Call call);
+  void clock_read(clock_reading reading);  // on the strand
+  // Sends (or queues, see handle_ctx) `call` on the handle of generation `gen`; fails `handler`
+  // with ZSESSIONEXPIRED when `gen` is not current. `urgent` requests skip the flow queue.
+  using send_call = std::function<int(zhandle_t*, zk_request*)>;
+  void submit(std::uint64_t gen, op_handler handler, send_call call, bool urgent = false);
 
   settings settings_;
   runtime& rt_;
@@ -201,6 +235,11 @@ class session : public std::enable_shared_from_this<session> {
   std::set<std::string> known_dirs_;
   std::atomic<int> last_negotiated_ms_{0};
   std::vector<std::pair<std::string, std::string>> abandoned_;  // (dir, guid)
+  // Clock readings (guarded by state_mutex_).
+  std::optional<clock_reading> clock_;
+  steady::time_point clock_at_{};
+  bool clock_reading_out_ = false;
+  std::vector<clock_handler> clock_waiters_;
 
   // Strand only.
   boost::asio::steady_timer heartbeat_timer_;

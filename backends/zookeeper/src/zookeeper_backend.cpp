@@ -192,6 +192,9 @@ stats get_stats(mutex_backend& backend) {
   s.nodes_adopted = c.nodes_adopted;
   s.ghosts_deleted = c.ghosts_deleted;
   s.heartbeats = c.heartbeats;
+  s.max_in_flight = max_requests_in_flight;
+  s.peak_in_flight = c.peak_in_flight;
+  s.peak_waiting = c.peak_waiting;
   return s;
 }
 

@@ -85,6 +85,9 @@ struct stats {
   std::uint64_t nodes_adopted = 0;   ///< lock nodes found by protection prefix after a lost reply
   std::uint64_t ghosts_deleted = 0;  ///< nodes of abandoned sessions deleted by us
   std::uint64_t heartbeats = 0;      ///< answered session heartbeats
+  std::uint64_t max_in_flight = 0;   ///< the flow bound: requests in the client at once
+  std::uint64_t peak_in_flight = 0;  ///< most requests in the client at once so far
+  std::uint64_t peak_waiting = 0;    ///< most requests waiting for a flow slot so far
 };
 
 /// Counters of `backend`; throws std::invalid_argument if it is not a ZooKeeper backend.
