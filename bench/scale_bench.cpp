@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include <dirent.h>
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <filesystem>
@@ -272,9 +273,22 @@ void run_mutexes(const std::string& type, long total, std::chrono::seconds windo
            std::to_string(total - half) + " within 300 s");
     std::this_thread::sleep_for(10ms);
   }
+  // Settled also means that every waiter has queued and seen its owner (ZooKeeper waiters are
+  // still creating lock nodes and setting watches well after the owned half is in).
+  auto waiting_unsettled = [&] {
+    return std::count_if(services.begin(), services.end(), [](const auto& s) {
+      return !s->is_owner() && s->last_observed().owner_id.empty();
+    });
+  };
+  for (auto left = waiting_unsettled(); left > 0; left = waiting_unsettled()) {
+    if (steady::now() > deadline)
+      fail(type + ": " + std::to_string(left) + " waiters saw no owner within 300 s");
+    std::this_thread::sleep_for(100ms);
+  }
   const double settle_s = std::chrono::duration<double>(steady::now() - t0).count();
-  std::cerr << "scale " << type << ": owns " << who->owned.load() << " after " << settle_s
-            << " s; idle window " << window.count() << " s\n";
+  std::cerr << "scale " << type << ": owns " << who->owned.load()
+            << ", and every waiter saw its owner, after " << settle_s << " s; idle window "
+            << window.count() << " s\n";
   // Let the start-up burst pass: renewals and polls spread out over one ttl.
   std::this_thread::sleep_for(backend->default_options().ttl);
   auto f = measure(getpid(), type, window, true, sqlite_path);
