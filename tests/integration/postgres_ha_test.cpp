@@ -159,10 +159,13 @@ TEST_F(postgres_ha, baton_run_nodes_resume_on_the_promoted_standby_and_no_owner_
   ASSERT_TRUE(ha_ctl("stop postgres-primary"));
   // No writable member for longer than a lease: the owner must step down on its own.
   std::this_thread::sleep_for(std::chrono::nanoseconds(lease_ns) + 1s);
-  const auto promote_at = wall_ns();
-  ASSERT_TRUE(ha_ctl("postgres-ha-promote"));
+  // The fences taken so far, read before the promotion: a node may take the lease on the
+  // promoted standby before ha_ctl returns (on a loaded machine it did, and a fence read after
+  // the promotion hid that run).
   std::uint64_t old_fence = 0;
   for (const auto& r : baton::test::read_runs(log)) old_fence = std::max(old_fence, r.fence);
+  const auto promote_at = wall_ns();
+  ASSERT_TRUE(ha_ctl("postgres-ha-promote"));
   ASSERT_TRUE(baton::test::wait_until(
       [&] {
         for (const auto& r : baton::test::read_runs(log))
