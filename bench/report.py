@@ -37,7 +37,10 @@ class Results(object):
     def __init__(self, records, previous=None):
         self.records = records
         self.previous = previous  # Results of the previous run, or None
-        self.meta = next((r for r in records if r.get("figure") == "meta"), {})
+        self.meta = next((r for r in records if r.get("figure") == "meta"
+                          and r.get("subject") != "update"), {})
+        self.updates = [r for r in records if r.get("figure") == "meta"
+                        and r.get("subject") == "update"]
         self.errors = [r.get("subject", "?") for r in records if r.get("figure") == "error"]
         self.by_key = {}
         for r in records:
@@ -519,6 +522,12 @@ def main():
            "and p99 (nearest rank) over the samples named; floors are measured in the same run "
            "with the same client library issuing the same requests by hand. Every record, with "
            "its definitions and settings, is in `results.json`."]
+    for u in res.updates:
+        out += ["", "**Re-measured later** (`bench/run.sh --update`): the %s figures of %s, "
+                "%s, commit `%s`; their records replaced that run's, every other figure is the "
+                "run above." % (u.get("only", "?").replace(",", ", "),
+                                u.get("backends", "?").replace(",", ", "),
+                                u.get("date", "?"), u.get("commit", "?"))]
     if previous is not None:
         pm = previous.meta
         out += ["", "Beside each figure, \"(was X)\" is the previous run's value where it differs "

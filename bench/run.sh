@@ -12,12 +12,17 @@
 #                    scale100k, peers, history, metrics, balance, fire, console (default: all)
 #   --backends LIST  only these backends (sqlite,postgresql,mysql,redis,zookeeper)
 #   --out DIR        where results.json and RESULTS.md go (default: bench/)
+#   --update         merge into the results.json there instead of replacing it: this run's
+#                    records replace those of the same figure and backend, the others stay, and
+#                    RESULTS.md names both runs ("was": the merged-into results). For re-measuring
+#                    one backend after a change to it; a full run replaces everything.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
 
 quick=0
+update=0
 only="handover,takeover,throughput,scale,scale100k,peers,history,metrics,balance,fire,console"
 out="$ROOT/bench"
 while (($#)); do
@@ -26,7 +31,8 @@ while (($#)); do
     --only) only=$2; shift 2 ;;
     --backends) export BATON_BENCH_BACKENDS=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
-    -h | --help) sed -n '6,12p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+    --update) update=1; shift ;;
+    -h | --help) sed -n '6,18p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
     *) echo "bench/run.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
@@ -112,7 +118,27 @@ run fire "$BATON_BENCH_BIN/baton_fire_bench"
 # The run replaced keeps its figures for comparison (a partial run's --only figures still compare
 # with the last full run's).
 previous=()
-if [[ -s $results ]]; then
+if ((update)) && [[ -s $results ]]; then
+  # This run's records replace the same (figure, backend) of the merged-into run; its meta
+  # record becomes an "update" record that RESULTS.md names.
+  cp "$results" "$out/results.previous.json"
+  "$PY" - "$out/results.previous.json" "$results.tmp" "$only" "${BATON_BENCH_BACKENDS:-all}" \
+    >"$results.merged" <<'PYEOF'
+import json, sys
+old = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+new = [json.loads(l) for l in open(sys.argv[2]) if l.strip()]
+fresh = {(r["figure"], r.get("backend", "")) for r in new if r.get("figure") != "meta"}
+out = [r for r in old if r.get("figure") == "meta" or (r["figure"], r.get("backend", "")) not in fresh]
+for r in new:
+    if r.get("figure") == "meta":
+        r = dict(r, subject="update", only=sys.argv[3], backends=sys.argv[4])
+    out.append(r)
+for r in out:
+    print(json.dumps(r, separators=(",", ":")))
+PYEOF
+  mv "$results.merged" "$results.tmp"
+  previous=(--previous "$out/results.previous.json")
+elif [[ -s $results ]]; then
   mv "$results" "$out/results.previous.json"
   previous=(--previous "$out/results.previous.json")
 elif [[ -s $out/results.previous.json ]]; then
