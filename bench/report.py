@@ -368,18 +368,32 @@ def peers(res):
                 if not p:
                     continue
                 ahead = None
-                if b:
+                # A takeover whose both sides know the dead lease's end compares the time after
+                # it: the rest is the kill's phase against each one's renewal cadence.
+                lapse = (fig == "takeover" and b and "after_lapse_median_ms" in p
+                         and "after_lapse_median_ms" in b)
+                if lapse:
+                    pl, bl = float(p["after_lapse_median_ms"]), float(b["after_lapse_median_ms"])
+                    ahead = bl < pl
+                    if not ahead:
+                        misses.append("peers: %s takeover after the lapse median %s ms vs baton "
+                                      "%s" % (subject, num(pl), num(bl)))
+                elif b:
                     ahead = b["median"] > p["median"] if higher_better else b["median"] < p["median"]
                     if not ahead:
                         misses.append("peers: %s %s median %s %s vs baton %s" % (
                             subject, fig, num(p["median"]), unit, num(b["median"])))
                 rows.append([fig, backend, subject,
-                             "%s %s" % (res.cell(fig, backend, subject), unit),
+                             "%s %s" % (res.cell(fig, backend, subject), unit)
+                             + ("; after the lapse %s ms" % num(float(p["after_lapse_median_ms"]))
+                                if lapse else ""),
                              num(p["p99"]), p["samples"],
                              "%s %s%s" % (res.cell(fig, backend, baton_subject), unit,
                                           " (no pause)" if baton_subject != "baton" else "")
+                             + ("; after the lapse %s ms" % num(float(b["after_lapse_median_ms"]))
+                                if lapse else "")
                              if b else "-",
-                             verdict(ahead)])
+                             verdict(ahead) + (" (after the lapse)" if lapse else "")])
     return table(["figure", "backend", "peer", "peer median", "peer p99", "samples",
                   "baton median", "baton ahead"], rows), misses
 

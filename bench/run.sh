@@ -13,9 +13,9 @@
 #   --backends LIST  only these backends (sqlite,postgresql,mysql,redis,zookeeper)
 #   --out DIR        where results.json and RESULTS.md go (default: bench/)
 #   --update         merge into the results.json there instead of replacing it: this run's
-#                    records replace those of the same figure and backend, the others stay, and
-#                    RESULTS.md names both runs ("was": the merged-into results). For re-measuring
-#                    one backend after a change to it; a full run replaces everything.
+#                    records replace those of the same figure, backend and subject, the others
+#                    stay, and RESULTS.md names both runs ("was": the merged-into results). For
+#                    re-measuring one backend after a change to it; a full run replaces all.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -119,7 +119,7 @@ run fire "$BATON_BENCH_BIN/baton_fire_bench"
 # with the last full run's).
 previous=()
 if ((update)) && [[ -s $results ]]; then
-  # This run's records replace the same (figure, backend) of the merged-into run; its meta
+  # This run's records replace the same (figure, backend, subject) of the merged-into run; its meta
   # record becomes an "update" record that RESULTS.md names.
   cp "$results" "$out/results.previous.json"
   "$PY" - "$out/results.previous.json" "$results.tmp" "$only" "${BATON_BENCH_BACKENDS:-all}" \
@@ -127,8 +127,15 @@ if ((update)) && [[ -s $results ]]; then
 import json, sys
 old = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 new = [json.loads(l) for l in open(sys.argv[2]) if l.strip()]
-fresh = {(r["figure"], r.get("backend", "")) for r in new if r.get("figure") != "meta"}
-out = [r for r in old if r.get("figure") == "meta" or (r["figure"], r.get("backend", "")) not in fresh]
+def key(r):
+    return (r["figure"], r.get("backend", ""), r.get("subject", ""))
+fresh = {key(r) for r in new if r.get("figure") != "meta"}
+# An error record names the benchmark only (subject), not the backend that failed it: a re-run of
+# that benchmark clears it (and records its own error if it fails again).
+rerun = set(sys.argv[3].split(","))
+out = [r for r in old
+       if r.get("figure") == "meta" or (key(r) not in fresh and not (
+           r.get("figure") == "error" and r.get("subject") in rerun))]
 for r in new:
     if r.get("figure") == "meta":
         r = dict(r, subject="update", only=sys.argv[3], backends=sys.argv[4])

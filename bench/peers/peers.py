@@ -279,6 +279,14 @@ class Bench(object):
                 h["go"], h["ready"], h["acquired"], float(lifetime))
             return h
 
+        # Redis: the dead owner's lease end, from the key's PTTL read just before the kill, so
+        # that the takeover also compares "after the lapse" (the kill's phase against the
+        # owner's renewals decides the rest, and the peers renew on their own cadence).
+        pttl_client = None
+        if backend == "redis":
+            import redis
+            pttl_client = redis.Redis.from_url(self.redis_url, socket_timeout=10)
+        after_lapse = []
         owner = new_holder()
         owner["go"].value = 1
         self.children.wait(lambda: owner["acquired"].value != 0, 90,
@@ -296,12 +304,21 @@ class Bench(object):
             # the kazoo client's pings (about every 2/3 of the session timeout, minus jitter).
             time.sleep(rng.uniform(0.0, 1.0))
             self.children.check([owner["proc"], w["proc"]], "takeover %s" % subject)
+            lease_end = None
+            if pttl_client is not None:
+                t0 = now_ns()
+                pttl = pttl_client.pttl(spec["redis_key"])
+                t1 = now_ns()
+                if pttl is not None and pttl >= 0:
+                    lease_end = (t0 + t1) // 2 + pttl * 1_000_000
             t_kill = now_ns()
             os.kill(owner["proc"].pid, signal.SIGKILL)
             self.children.wait(lambda: w["acquired"].value != 0, 30,
                                "%s takeover %d after SIGKILL of the owner" % (subject, i + 1),
                                [w["proc"]])
             ms.append((w["acquired"].value - t_kill) / 1e6)
+            if lease_end is not None:
+                after_lapse.append((w["acquired"].value - lease_end) / 1e6)
             owner["proc"].join(10)
             if owner["proc"].exitcode != -signal.SIGKILL:
                 raise Failure("takeover %s: the killed owner ended with status %s"
@@ -316,6 +333,12 @@ class Bench(object):
         extra = self.common_extra(subject)
         extra["bound_ms"] = "2000"
         extra["kill_phase"] = "uniform random 0-1 s after the next contender is queued"
+        if after_lapse:
+            lapse = summarize(after_lapse)
+            extra["after_lapse_median_ms"] = "%.3f" % lapse["median"]
+            extra["after_lapse_p99_ms"] = "%.3f" % lapse["p99"]
+            extra["after_lapse"] = ("takeover minus the time from the kill to the lease end (the "
+                                    "key's PTTL read just before the kill)")
         if backend == "redis":
             extra["lease_ms"] = "2000"
             extra["renew_interval_ms"] = str(int(peerlib.REDIS_RENEW_S * 1000))
