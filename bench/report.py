@@ -544,9 +544,11 @@ def main():
                                 u.get("date", "?"), u.get("commit", "?"))]
     if previous is not None:
         pm = previous.meta
-        out += ["", "Beside each figure, \"(was X)\" is the previous run's value where it differs "
+        out += ["", "Beside each figure, \"(was X)\" is the previous %s value where it differs "
                 "(\"was -\": not measured then): %s, commit `%s`, from the `results.json` this run "
-                "replaced (`results.previous.json`)." % (pm.get("date", "?"), pm.get("commit", "?"))]
+                "replaced (`results.previous.json`)." % (
+                    "full run's" if res.updates else "run's",
+                    pm.get("date", "?"), pm.get("commit", "?"))]
     out.append("")
     misses = []
     sections = [

@@ -14,7 +14,7 @@
 #   --out DIR        where results.json and RESULTS.md go (default: bench/)
 #   --update         merge into the results.json there instead of replacing it: this run's
 #                    records replace those of the same figure, backend and subject, the others
-#                    stay, and RESULTS.md names both runs ("was": the merged-into results). For
+#                    stay, and RESULTS.md names both runs ("was": the last full run). For
 #                    re-measuring one backend after a change to it; a full run replaces all.
 set -euo pipefail
 
@@ -121,9 +121,10 @@ previous=()
 if ((update)) && [[ -s $results ]]; then
   # This run's records replace the same (figure, backend, subject) of the merged-into run; its meta
   # record becomes an "update" record that RESULTS.md names.
-  cp "$results" "$out/results.previous.json"
-  "$PY" - "$out/results.previous.json" "$results.tmp" "$only" "${BATON_BENCH_BACKENDS:-all}" \
-    >"$results.merged" <<'PYEOF'
+  # "was" stays the last full run: the results merged into become results.previous.json only
+  # when they are a full run themselves (no update record yet).
+  grep -q '"subject":"update"' "$results" || cp "$results" "$out/results.previous.json"
+  "$PY" - "$results" "$results.tmp" "$only" >"$results.merged" <<'PYEOF'
 import json, sys
 old = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 new = [json.loads(l) for l in open(sys.argv[2]) if l.strip()]
@@ -136,9 +137,10 @@ rerun = set(sys.argv[3].split(","))
 out = [r for r in old
        if r.get("figure") == "meta" or (key(r) not in fresh and not (
            r.get("figure") == "error" and r.get("subject") in rerun))]
+ran = sorted({r.get("backend", "") for r in new if r.get("figure") != "meta"} - {""})
 for r in new:
     if r.get("figure") == "meta":
-        r = dict(r, subject="update", only=sys.argv[3], backends=sys.argv[4])
+        r = dict(r, subject="update", only=sys.argv[3], backends=",".join(ran))
     out.append(r)
 for r in out:
     print(json.dumps(r, separators=(",", ":")))
