@@ -1,11 +1,15 @@
 // The SQL backend against real databases: SQLite files, PostgreSQL and MariaDB started by
 // scripts/test.sh (BATON_TEST_POSTGRES, BATON_TEST_MYSQL).
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <soci/soci.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <filesystem>
 #include <future>
 #include <map>
 #include <mutex>
@@ -1211,5 +1215,62 @@ TEST(sql_postgresql, release_wakes_waiters_at_once_with_listen_notify) {
 
 INSTANTIATE_TEST_SUITE_P(servers, sql_network_test, ::testing::Values("postgresql", "mysql"),
                          [](const auto& info) { return info.param; });
+
+// This process's TCP connections to loopback `port`.
+int connections_to(int port) {
+  int n = 0;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) {
+    int fd = 0;
+    try {
+      fd = std::stoi(entry.path().filename().string());
+    } catch (...) {
+      continue;
+    }
+    sockaddr_storage addr{};
+    socklen_t len = sizeof addr;
+    if (::getpeername(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) continue;
+    if (addr.ss_family == AF_INET && ntohs(reinterpret_cast<sockaddr_in*>(&addr)->sin_port) == port)
+      ++n;
+  }
+  return n;
+}
+
+// Issue 19: pool_size bounds every connection of a PostgreSQL backend, the LISTEN one included
+// (it was pool_size + 1: the scale benchmark counted 5 against a pool_size of 4).
+TEST(sql_postgresql_pool, pool_size_counts_the_listen_connection) {
+  baton::runtime rt;
+  auto config = baton::test::backend_config_for("postgresql");
+  config.params["pool_size"] = "2";
+  auto backend = baton::make_backend(config, rt);
+  const int port = std::stoi(baton::test::require_env("BATON_TEST_POSTGRES_PORT"));
+  const int before = connections_to(port);
+  // A burst of acquires keeps every statement connection busy (and opened); the second contender
+  // of each mutex waits, so the listener connects too.
+  constexpr int n = 200;
+  const auto prefix = baton::test::unique_name("pool") + "-";
+  std::vector<std::shared_ptr<owner_log>> logs;
+  std::vector<std::shared_ptr<baton::contend_service>> services;
+  for (int i = 0; i < 2 * n; ++i) {
+    logs.push_back(std::make_shared<owner_log>());
+    services.push_back(backend->make_contend_service(prefix + std::to_string(i % n), logs.back(),
+                                                     baton::test::lease_options(10s, 500ms)));
+  }
+  int most = 0;
+  for (auto& x : services) x->start();
+  ASSERT_TRUE(baton::test::wait_until(
+      [&] {
+        most = std::max(most, connections_to(port) - before);
+        return std::count_if(logs.begin(), logs.end(),
+                             [](const auto& l) { return l->owner.load(); }) == n &&
+               std::all_of(services.begin(), services.end(), [](const auto& x) {
+                 return x->is_owner() || !x->last_observed().owner_id.empty();
+               });
+      },
+      60s));
+  most = std::max(most, connections_to(port) - before);
+  EXPECT_GE(most, 2) << "the burst must have used the statement connection and the listener";
+  EXPECT_LE(most, 2) << "pool_size 2 bounds every connection, the LISTEN one included";
+  for (auto& x : services) x->stop_and_wait(5s);
+}
 
 }  // namespace

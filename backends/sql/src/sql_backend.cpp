@@ -112,7 +112,10 @@ backend_descriptor make_descriptor(dialect d) {
         "create the three tables when missing (false: load the shipped schema/" + out.type +
             ".sql first)"},
        {"pool_size", param_kind::count, false, std::to_string(defaults.pool_size), false,
-        "most connections kept open (1-64)"},
+        d == dialect::postgresql
+            ? "most connections kept open (1-64), the LISTEN connection included (at least one "
+              "is left for statements)"
+            : "most connections kept open (1-64)"},
        {"poll_interval", param_kind::duration, false, format_duration(defaults.poll_interval),
         false, "the lease's default poll_interval: waiters re-check this often"},
        {"statement_timeout", param_kind::duration, false,

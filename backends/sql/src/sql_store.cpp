@@ -157,6 +157,7 @@ sql_store::sql_store(sql_options options, runtime& rt)
                    : mask_connection(options_.kind, options_.connection).secrets) {
   if (options_.kind == dialect::postgresql)
     listener_ = std::make_shared<pg_listener>(rt, connect_string_, sql_.channel, secrets_);
+  statement_connections_ = std::max(1u, options_.pool_size - (listener_ && options_.pool_size > 1));
 }
 
 sql_store::~sql_store() {
@@ -429,9 +430,8 @@ void sql_store::flush_lingering(std::uint64_t generation) {
 
 void sql_store::spawn_drainers() {
   // Running drainers are busy with a batch (an idle one exits): a ready group not yet claimed by
-  // a starting drainer gets one, up to pool_size in all.
-  while (!ready_.empty() && drainers_ < std::max(1u, options_.pool_size) &&
-         starting_ < ready_.size()) {
+  // a starting drainer gets one, up to statement_connections_ in all.
+  while (!ready_.empty() && drainers_ < statement_connections_ && starting_ < ready_.size()) {
     ++drainers_;
     ++starting_;
     boost::asio::post(runtime_.blocking(), [self = shared_from_this()] { self->drain(); });
@@ -924,9 +924,9 @@ std::unique_ptr<connection> sql_store::checkout(const char* operation, const std
   reused = false;
   std::unique_lock lock(mutex_);
   const auto deadline = steady::now() + options_.statement_timeout;
-  while (idle_.empty() && open_ >= options_.pool_size) {
+  while (idle_.empty() && open_ >= statement_connections_) {
     if (returned_.wait_until(lock, deadline) == std::cv_status::timeout && idle_.empty() &&
-        open_ >= options_.pool_size) {
+        open_ >= statement_connections_) {
       ec = make_error_code(errc::timeout);
       baton::detail::log().warn("{}: {} '{}': no free connection within statement_timeout", label_,
                                 operation, name);

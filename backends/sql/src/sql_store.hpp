@@ -186,6 +186,9 @@ class sql_store final : public lease_store,
   std::string label_;                      // "postgresql" etc., for messages
   std::vector<std::string> secrets_;       // the connection's passwords, scrubbed from messages
   std::shared_ptr<pg_listener> listener_;  // PostgreSQL only
+  // Connections for statements: pool_size, less the one the PostgreSQL listener holds (pool_size
+  // bounds every connection of the store), but at least one.
+  unsigned statement_connections_ = 1;
 
   struct watcher {
     std::string name;
