@@ -1218,21 +1218,7 @@ INSTANTIATE_TEST_SUITE_P(servers, sql_network_test, ::testing::Values("postgresq
 
 // This process's TCP connections to loopback `port`.
 int connections_to(int port) {
-  int n = 0;
-  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) {
-    int fd = 0;
-    try {
-      fd = std::stoi(entry.path().filename().string());
-    } catch (...) {
-      continue;
-    }
-    sockaddr_storage addr{};
-    socklen_t len = sizeof addr;
-    if (::getpeername(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) continue;
-    if (addr.ss_family == AF_INET && ntohs(reinterpret_cast<sockaddr_in*>(&addr)->sin_port) == port)
-      ++n;
-  }
-  return n;
+  return static_cast<int>(baton::test::connections_to_port(port).size());
 }
 
 // Issue 19: pool_size bounds every connection of a PostgreSQL backend, the LISTEN one included

@@ -145,23 +145,9 @@ class inspector {
 
 // Shuts down this process's TCP connections to `port` (the client sees the connection break).
 int drop_connections_to(int port) {
-  int dropped = 0;
-  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) {
-    int fd = 0;
-    try {
-      fd = std::stoi(entry.path().filename().string());
-    } catch (...) {
-      continue;
-    }
-    sockaddr_storage addr{};
-    socklen_t len = sizeof addr;
-    if (::getpeername(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) continue;
-    if (addr.ss_family != AF_INET) continue;
-    if (ntohs(reinterpret_cast<sockaddr_in*>(&addr)->sin_port) != port) continue;
-    ::shutdown(fd, SHUT_RDWR);
-    ++dropped;
-  }
-  return dropped;
+  const auto fds = baton::test::connections_to_port(port);
+  for (int fd : fds) ::shutdown(fd, SHUT_RDWR);
+  return static_cast<int>(fds.size());
 }
 
 std::uint64_t word_as_number(const std::string& line, int index) {

@@ -94,6 +94,24 @@ sockaddr_in loopback(int port) {
 }
 }  // namespace
 
+std::vector<int> connections_to_port(int port) {
+  std::vector<int> fds;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) {
+    int fd = 0;
+    try {
+      fd = std::stoi(entry.path().filename().string());
+    } catch (...) {
+      continue;
+    }
+    sockaddr_storage addr{};
+    socklen_t len = sizeof addr;
+    if (::getpeername(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) continue;
+    if (addr.ss_family == AF_INET && ntohs(reinterpret_cast<sockaddr_in*>(&addr)->sin_port) == port)
+      fds.push_back(fd);
+  }
+  return fds;
+}
+
 int unused_loopback_port() {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr = loopback(0);

@@ -36,6 +36,8 @@ bool wait_until(const std::function<bool()>& condition, std::chrono::millisecond
 
 /// A port on 127.0.0.1 where nothing listens (bound, then released: bind it again at once).
 int unused_loopback_port();
+/// The file descriptors of this process's IPv4 TCP connections to `port` (from /proc/self/fd).
+std::vector<int> connections_to_port(int port);
 
 /// True when something accepts TCP connections on 127.0.0.1:`port`.
 bool accepts_on_loopback(int port);
