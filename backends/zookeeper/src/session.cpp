@@ -64,8 +64,6 @@ struct handle_ctx {
   void release_slot();
   /// Sends nothing more (before zookeeper_close()); waiting requests fail with `rc`.
   void close(int rc);
-  /// Requests waiting for a slot (test and diagnostics).
-  std::size_t waiting_count();
 
   std::mutex flow_mutex;    // guards the fields below; held while handing a request to the client
   zhandle_t* zh = nullptr;  // null once closed
@@ -768,11 +766,6 @@ void handle_ctx::close(int rc) {
   for (auto& req : dropped) fail_request(std::move(req), rc);
 }
 
-std::size_t handle_ctx::waiting_count() {
-  std::lock_guard lock(flow_mutex);
-  return waiting.size();
-}
-
 void session::submit(std::uint64_t gen, op_handler handler, send_call call, bool urgent) {
   auto req = std::make_unique<zk_request>();
   req->handler = std::move(handler);
@@ -785,15 +778,6 @@ void session::submit(std::uint64_t gen, op_handler handler, send_call call, bool
   if (!req->handle) return fail_request(std::move(req), ZSESSIONEXPIRED);
   auto handle = req->handle;
   handle->submit(std::move(req), urgent);
-}
-
-std::size_t session::requests_waiting() const {
-  std::shared_ptr<handle_ctx> ctx;
-  {
-    std::shared_lock lock(handle_mutex_);
-    ctx = ctx_;
-  }
-  return ctx ? ctx->waiting_count() : 0;
 }
 
 void session::create_lock(std::uint64_t gen, const std::string& path, const std::string& data,

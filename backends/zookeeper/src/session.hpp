@@ -3,8 +3,10 @@
 //
 // Threads: the client's I/O and completion threads never touch session or contender state; they
 // only post onto the session strand (session events) or hand results to handlers that post onto
-// the contender strands. Nothing the client threads own holds a strong reference to the session
-// or a contender, so zookeeper_close() never runs on a client thread.
+// the contender strands. The completion thread also hands requests waiting for a flow slot to the
+// client (handle_ctx::release_slot, under the handle's flow mutex only). Nothing the client threads
+// own holds a strong reference to the session or a contender, so zookeeper_close() never runs on a
+// client thread.
 #include <zookeeper/zookeeper.h>
 
 #include <atomic>
@@ -191,9 +193,6 @@ class session : public std::enable_shared_from_this<session> {
   /// Deletes, once connected, any node under `dir` carrying `guid`'s protection prefix: a node a
   /// contender abandoned with an old session (ghost cleanup).
   void delete_abandoned(const std::string& dir, const std::string& guid);
-
-  /// Requests waiting for a flow slot now.
-  std::size_t requests_waiting() const;
 
   /// Test hook: closes the session on the server through a second client. Blocking.
   bool expire_for_test(std::chrono::milliseconds timeout);
