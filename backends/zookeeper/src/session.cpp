@@ -616,14 +616,13 @@ void session::heartbeat(std::uint64_t gen) {
   if (!connected() || generation() != gen) return;
   auto weak = weak_from_this();
   // The cheapest request there is; its answer proves the session alive at its send time.
-  submit(
-      gen,
+  exists(
+      gen, "/",
       [weak, gen, strand = strand_](op_result r) {
         boost::asio::post(strand, [weak, gen, rc = r.rc] {
           if (auto self = weak.lock()) self->on_heartbeat(gen, rc);
         });
       },
-      [](zhandle_t* zh, zk_request* ctx) { return zoo_aexists(zh, "/", 0, &stat_done, ctx); },
       /*urgent=*/true);
   heartbeat_timer_.expires_after(std::max(session_timeout() / 3, milliseconds{10}));
   heartbeat_timer_.async_wait([weak, gen, seq](boost::system::error_code ec) {
@@ -856,10 +855,13 @@ void session::get_children(std::uint64_t gen, const std::string& path, op_handle
   });
 }
 
-void session::exists(std::uint64_t gen, const std::string& path, op_handler handler) {
-  submit(gen, std::move(handler), [=](zhandle_t* zh, zk_request* ctx) {
-    return zoo_aexists(zh, path.c_str(), 0, &stat_done, ctx);
-  });
+void session::exists(std::uint64_t gen, const std::string& path, op_handler handler, bool urgent) {
+  submit(
+      gen, std::move(handler),
+      [=](zhandle_t* zh, zk_request* ctx) {
+        return zoo_aexists(zh, path.c_str(), 0, &stat_done, ctx);
+      },
+      urgent);
 }
 
 void session::get(std::uint64_t gen, const std::string& path, bool watch_it, op_handler handler) {
@@ -941,7 +943,7 @@ void session::read_clock(std::uint64_t gen, clock_handler handler) {
     }
   }
   if (recent) return handler(*recent);
-  const auto path = settings_.base() + "/@clock";
+  const auto path = clock_path();
   auto weak = weak_from_this();
   auto fail = [weak, strand = strand_](int rc) {
     boost::asio::post(strand, [weak, rc] {
@@ -972,7 +974,7 @@ void session::read_clock(std::uint64_t gen, clock_handler handler) {
 }
 
 void session::clock_read(clock_reading reading) {
-  if (reading.rc == ZNONODE) forget_dir(settings_.base() + "/@clock");  // deleted: again
+  if (reading.rc == ZNONODE) forget_dir(clock_path());  // deleted by someone: create it again
   std::vector<clock_handler> waiters;
   {
     std::lock_guard lock(state_mutex_);

@@ -155,7 +155,8 @@ class session : public std::enable_shared_from_this<session> {
                    op_handler handler);
   void ensure_path(std::uint64_t gen, const std::string& path, op_handler handler);
   void get_children(std::uint64_t gen, const std::string& path, op_handler handler);
-  void exists(std::uint64_t gen, const std::string& path, op_handler handler);
+  /// `urgent`: skips the flow queue (the heartbeat).
+  void exists(std::uint64_t gen, const std::string& path, op_handler handler, bool urgent = false);
   /// Reads a node; with `watch_it` leaves a data watch that fires the watch table.
   void get(std::uint64_t gen, const std::string& path, bool watch_it, op_handler handler);
   void remove(std::uint64_t gen, const std::string& path, op_handler handler);
@@ -210,6 +211,7 @@ class session : public std::enable_shared_from_this<session> {
   void arm_local_expiry(std::uint64_t gen);
   void clean_abandoned();
   void clock_read(clock_reading reading);  // on the strand
+  std::string clock_path() const { return settings_.base() + "/@clock"; }
   // Sends (or queues, see handle_ctx) `call` on the handle of generation `gen`; fails `handler`
   // with ZSESSIONEXPIRED when `gen` is not current. `urgent` requests skip the flow queue.
   using send_call = std::function<int(zhandle_t*, zk_request*)>;
