@@ -147,9 +147,13 @@ void contend_service::restart() noexcept {
   });
 }
 
+void contend_service::set_deadline_source(std::function<steady_time()> source) {
+  deadline_source_ = std::move(source);
+}
+
 bool contend_service::is_owner() const noexcept {
-  std::lock_guard lock(snapshot_mutex_);
-  return owner_ && std::chrono::steady_clock::now() < deadline_;
+  const auto deadline = lease_deadline();
+  return deadline != steady_time{} && std::chrono::steady_clock::now() < deadline;
 }
 
 std::uint64_t contend_service::fence() const noexcept {
@@ -158,8 +162,21 @@ std::uint64_t contend_service::fence() const noexcept {
 }
 
 contend_service::steady_time contend_service::lease_deadline() const noexcept {
-  std::lock_guard lock(snapshot_mutex_);
-  return owner_ ? deadline_ : steady_time{};
+  steady_time deadline{};
+  {
+    std::lock_guard lock(snapshot_mutex_);
+    if (!owner_) return steady_time{};
+    deadline = deadline_;
+  }
+  // Outside the lock: the source takes its own.
+  if (deadline_source_) {
+    try {
+      deadline = deadline_source_();
+    } catch (...) {
+      return steady_time{};  // unknown: not owner
+    }
+  }
+  return deadline;
 }
 
 mutex_owner contend_service::last_observed() const {

@@ -172,6 +172,13 @@ class contend_service : public std::enable_shared_from_this<contend_service> {
   /// hears of it (a lease won on the calling thread), or cleared (given up there).
   void set_owner_snapshot(const mutex_owner& owner, steady_time deadline);
   void clear_owner_snapshot();
+  /// In a derived service's constructor only (before another thread can see it): while owner,
+  /// is_owner() and lease_deadline() take the local deadline from `source` (called on any
+  /// thread; must not call back into this service) instead of the one notify_acquired() and
+  /// extend_lease() last gave. For a backend whose owners' leases all end with one thing it
+  /// tracks anyway (ZooKeeper: the session's), so that an owner need not be told each time
+  /// that thing is renewed.
+  void set_deadline_source(std::function<steady_time()> source);
 
  private:
   executor_type strand_;
@@ -191,6 +198,7 @@ class contend_service : public std::enable_shared_from_this<contend_service> {
   bool owner_ = false;
   std::uint64_t fence_ = 0;
   steady_time deadline_{};
+  std::function<steady_time()> deadline_source_;  // set before the service is shared
   mutex_owner observed_;
   std::optional<clock_sample> clock_;
   bool clock_refused_ = false;
