@@ -358,6 +358,64 @@ TEST_F(zookeeper_backend, a_burst_of_requests_is_bounded_in_flight_and_no_owner_
       << "every lock node is deleted at stop";
 }
 
+TEST_F(zookeeper_backend, owners_hear_of_some_heartbeats_only_and_step_down_at_the_session_lapse) {
+  // An owner's local lease is the session's, read when asked: the session tells owners of a
+  // heartbeat only every other one or so (to publish the renewal in their owner record), and
+  // steps them all down with one lapse event when its lease runs out.
+  auto backend = make(config());
+  const auto base = unique_name("lapse");
+  constexpr int count = 40;
+  std::vector<std::shared_ptr<recorder>> who;
+  std::vector<std::shared_ptr<baton::contend_service>> s;
+  for (int i = 0; i < count; ++i) {
+    who.push_back(std::make_shared<recorder>());
+    s.push_back(service(*backend, base + "-" + std::to_string(i), who.back()));
+  }
+  auto owners = [&] {
+    return std::count_if(s.begin(), s.end(), [](auto& x) { return x->is_owner(); });
+  };
+  for (auto& x : s) x->start();
+  ASSERT_TRUE(baton::test::wait_until([&] { return owners() == count; }, 20s));
+
+  const auto before = zkd::get_stats(*backend);
+  const auto deadline = s.front()->lease_deadline();
+  std::vector<int> observed_before;
+  for (auto& w : who) observed_before.push_back(w->observations());
+  ASSERT_TRUE(baton::test::wait_until(
+      [&] { return zkd::get_stats(*backend).heartbeats >= before.heartbeats + 6; }, 10s));
+  const auto after = zkd::get_stats(*backend);
+  const auto heartbeats = after.heartbeats - before.heartbeats;
+  const auto events = after.heartbeat_events - before.heartbeat_events;
+  EXPECT_GT(events, 0u) << "owners publish their renewals";
+  EXPECT_LE(events, count * (heartbeats / 2 + 1)) << "owners were told of every heartbeat";
+  for (int i = 0; i < count; ++i)
+    EXPECT_GE(who[i]->observations(), observed_before[i] + 2)
+        << "owner " << i << " published no renewal";
+  EXPECT_GT(s.front()->lease_deadline(), deadline) << "the lease follows the session's";
+  EXPECT_EQ(owners(), count);
+
+  // The server's answers stop proving the session (the connection stays up): one lapse of the
+  // session steps every owner down by the deadline.
+  zkd::inject_unproven_answers(*backend, true);
+  const auto last_deadline = s.front()->lease_deadline();
+  ASSERT_TRUE(baton::test::wait_until([&] { return owners() == 0; }, 5s));
+  EXPECT_LE(steady::now(), last_deadline + 2s) << "the owners stepped down late";
+  ASSERT_TRUE(baton::test::wait_until(
+      [&] {
+        return std::all_of(who.begin(), who.end(), [](auto& w) { return w->releases() == 1; });
+      },
+      5s))
+      << "every owner is told it lost the lease, once";
+  const auto lapsed = zkd::get_stats(*backend);
+  EXPECT_GE(lapsed.lapses, 1u);
+  EXPECT_EQ(lapsed.disconnects, before.disconnects) << "this was a lapse, not a disconnect";
+
+  // Proven alive again: they own again.
+  zkd::inject_unproven_answers(*backend, false);
+  ASSERT_TRUE(baton::test::wait_until([&] { return owners() == count; }, 20s));
+  for (auto& x : s) EXPECT_TRUE(x->stop_and_wait(10s));
+}
+
 TEST_F(zookeeper_backend, the_fence_is_the_owner_node_czxid_and_grows_with_each_owner) {
   auto backend = make(config());
   const auto name = unique_name("fence");

@@ -7,8 +7,10 @@
 // The local lease comes from the session heartbeat: the send time of the latest answered request
 // plus the negotiated session timeout, minus a margin. A disconnect does not end it: the owner
 // keeps leading while the session may still live (Curator's session-based connection policy),
-// a reconnect within the session extends it, and the lease timer steps the owner down at the
-// deadline, before the server could have expired the session.
+// a reconnect within the session extends it, and the session's lapse event steps every owner
+// down at the deadline, before the server could have expired the session. The deadline is the
+// session's, read when asked (lease_deadline()): owners are not told of each heartbeat, only
+// every other one or so, to publish the renewal in their owner record.
 // Clock: the create reply's ctime (server clock) measures this host's offset; so does a setData
 // of the scratch node <base>/@clock (its mtime), every clock_probe_period(). While the offset is
 // beyond max_clock_offset the contender holds no lock node (an owner steps down and deletes it)
@@ -38,7 +40,13 @@ class zk_contend_service final : public contend_service {
         dir_(session_->config().mutex_dir(mutex_name())),
         lease_timer_(get_executor()),
         retry_timer_(get_executor()),
-        clock_timer_(get_executor()) {}
+        clock_timer_(get_executor()) {
+    // An owner's local lease is the session's: read when asked, not pushed to each owner.
+    set_deadline_source([this] {
+      const auto gen = lease_gen_.load();
+      return gen == 0 ? steady::time_point{} : session_->lease_deadline(gen);
+    });
+  }
 
   ~zk_contend_service() override {
     // Destroyed without stop(): our node must not block the queue until the session ends.
@@ -91,6 +99,7 @@ class zk_contend_service final : public contend_service {
     observed_ = mutex_owner{};
     if (!proxy_) proxy_ = std::make_shared<proxy>(weak_self());
     auto snapshot = session_->subscribe(key(), proxy_);
+    heartbeats_ = false;  // subscribe() starts without them
     sgen_ = snapshot.gen;
     seq_ = snapshot.seq;
     connected_ = snapshot.connected;
@@ -122,12 +131,24 @@ class zk_contend_service final : public contend_service {
           if (auto self = weak.lock()) self->on_session(event);
         });
     }
-    bool wants_heartbeats() const noexcept override { return heartbeats.load(); }
+    bool wants(session_event::kind_type kind, steady::time_point now) const noexcept override {
+      return kind != session_event::heartbeat ||
+             now.time_since_epoch().count() >= quiet_until.load(std::memory_order_relaxed);
+    }
     std::weak_ptr<zk_contend_service> target;
-    // Set on the strand: true while leading or waiting for a heartbeat. Cleared only by the
-    // heartbeat handler, so a contender that needs one never misses it.
-    std::atomic<bool> heartbeats{false};
+    // An owner that just published a renewal skips the heartbeats until then (steady clock
+    // ticks; 0: none skipped). Lapses always come.
+    std::atomic<steady::rep> quiet_until{0};
   };
+
+  // Heartbeat and lapse events while leading or waiting for a heartbeat (session::
+  // want_heartbeats()). Turned off only by the heartbeat handler, so a contender that needs one
+  // never misses it.
+  void want_heartbeats(bool on) {
+    if (heartbeats_ == on) return;
+    heartbeats_ = on;
+    session_->want_heartbeats(key(), on);
+  }
 
   using step = void (zk_contend_service::*)(const op_result&);
 
@@ -334,8 +355,10 @@ class zk_contend_service final : public contend_service {
 
   void claim() {
     if (clock_refused()) return refuse();
+    // Before the deadline is read: a lapse of the session from then on reaches us.
+    proxy_->quiet_until = 0;
+    want_heartbeats(true);  // an owner publishes renewals with them, and needs lapses
     const auto deadline = session_->lease_deadline(sgen_);
-    proxy_->heartbeats = true;  // an owner extends its lease with them
     if (deadline <= steady::now()) {
       // The session has not been proven alive lately: wait for the next heartbeat.
       await_heartbeat_ = true;
@@ -344,6 +367,7 @@ class zk_contend_service final : public contend_service {
     mine_ = owner_record(contender_id(), node_stat_, session_timeout());
     auto before = observed_;
     observed_ = mine_;
+    lease_gen_ = sgen_;
     if (!leader()) {
       baton::detail::log().debug("mutex '{}': lock node {} is the lowest, fence {}", mutex_name(),
                                  node_, mine_.fence);
@@ -352,6 +376,8 @@ class zk_contend_service final : public contend_service {
       extend_lease(deadline);
     }
     notify_observed(mine_);
+    // The session's lapse event steps us down when its lease runs out; this timer only covers
+    // a lapse that came before we were listening for it.
     arm_lease_timer(deadline);
   }
 
@@ -365,13 +391,11 @@ class zk_contend_service final : public contend_service {
     });
   }
 
+  // The lease timer, or a lapse event of the session.
   void on_lease_timer() {
     if (!leader()) return;
-    const auto deadline = session_->lease_deadline(sgen_);
-    if (steady::now() < deadline) {
-      extend_lease(deadline);
-      return arm_lease_timer(deadline);
-    }
+    // Proven alive meanwhile: the session's lapse timer watches on (one for all owners).
+    if (steady::now() < session_->lease_deadline(sgen_)) return;
     baton::detail::log({.schedule = mutex_name(), .event = "lease.expired", .fence = mine_.fence})
         .warn(
             "no answer from ZooKeeper within the session timeout ({} ms{}): the local lease ran "
@@ -390,6 +414,7 @@ class zk_contend_service final : public contend_service {
     ++lease_seq_;
     lease_timer_.cancel();
     notify_released(mutex_state{mine_, mutex_owner{}, contender_id()}, why);
+    lease_gen_ = 0;
     observed_ = mutex_owner{};
   }
 
@@ -488,7 +513,7 @@ class zk_contend_service final : public contend_service {
 
   void on_session(const session_event& event) {
     if (!running_ && !stopping_) {
-      if (event.kind == session_event::heartbeat) proxy_->heartbeats = false;
+      if (event.kind == session_event::heartbeat) want_heartbeats(false);
       return;
     }
     if (event.kind == session_event::heartbeat) {
@@ -496,13 +521,15 @@ class zk_contend_service final : public contend_service {
       if (leader()) {
         const auto deadline = session_->lease_deadline(sgen_);
         if (deadline > steady::now()) {
-          // (The lease timer stays armed at the earlier deadline: when it fires it finds this
-          // one and re-arms. Re-arming here on every heartbeat of every owner cost more.)
-          extend_lease(deadline);
           // The renewal of a ZooKeeper owner: its session was proven alive, the fence is kept.
+          // Published every other heartbeat or so: lease_deadline() reads the session's
+          // deadline when asked, so this only keeps the owner record current (its
+          // transition_at stays ahead of now) and counts the renewal.
+          extend_lease(deadline);
           mine_ = owner_record(contender_id(), node_stat_, session_timeout());
           observed_ = mine_;
           notify_observed(mine_);
+          proxy_->quiet_until = (steady::now() + session_timeout() / 2).time_since_epoch().count();
         }
       }
       if (await_heartbeat_) {
@@ -510,7 +537,11 @@ class zk_contend_service final : public contend_service {
         need_list_ = true;
         advance();
       }
-      if (!leader() && !await_heartbeat_) proxy_->heartbeats = false;
+      if (!leader() && !await_heartbeat_) want_heartbeats(false);
+      return;
+    }
+    if (event.kind == session_event::lapsed) {
+      if (event.gen == sgen_ && leader()) on_lease_timer();
       return;
     }
     if (event.seq <= seq_) return;
@@ -690,11 +721,15 @@ class zk_contend_service final : public contend_service {
   bool verified_ = false;   // node_ checked to exist in our session since the last (re)connect
   bool need_list_ = false;
   bool await_heartbeat_ = false;
-  std::uint64_t op_ = 0;  // token of the request in flight
+  bool heartbeats_ = false;  // want_heartbeats() last said
+  std::uint64_t op_ = 0;     // token of the request in flight
   std::uint64_t op_counter_ = 0;
   std::uint64_t watch_token_ = 0;
   std::uint64_t watch_seq_ = 0;
   std::uint64_t lease_seq_ = 0;
+  // The session generation of the current ownership, 0 when none (read by lease_deadline()
+  // from any thread).
+  std::atomic<std::uint64_t> lease_gen_{0};
   std::uint64_t retry_seq_ = 0;
   std::uint64_t clock_seq_ = 0;
   steady::time_point handover_at_{};  // a refused owner keeps its node until then

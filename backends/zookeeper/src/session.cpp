@@ -132,7 +132,7 @@ void finish(const void* data, op_result result) {
                                         std::chrono::nanoseconds{now_ns() - ctx->sent});
   auto& h = *ctx->handle;
   if (ctx->counted) h.release_slot();
-  if (server_answered(result.rc)) {
+  if (server_answered(result.rc) && !h.stats->unproven_answers.load()) {
     auto last = h.last_answer.load();
     while (last < ctx->sent && !h.last_answer.compare_exchange_weak(last, ctx->sent)) {
     }
@@ -368,7 +368,8 @@ session::session(settings config, runtime& rt)
       heartbeat_timer_(strand_),
       expiry_timer_(strand_),
       connect_timer_(strand_),
-      rebuild_timer_(strand_) {}
+      rebuild_timer_(strand_),
+      lapse_timer_(strand_) {}
 
 session::~session() {
   zhandle_t* zh = nullptr;
@@ -493,6 +494,7 @@ void session::on_state(std::uint64_t gen, int state) {
     broadcast(session_event::connected);
     connected_cv_.notify_all();
     heartbeat(gen);
+    arm_lapse(gen);
     clean_abandoned();
   } else if (state == ZOO_CONNECTING_STATE || state == ZOO_ASSOCIATING_STATE) {
     bool was_connected = false;
@@ -533,16 +535,24 @@ void session::broadcast(session_event::kind_type kind) {
     event.kind = kind;
     event.gen = gen_;
     event.seq = seq_;
-    for (auto it = listeners_.begin(); it != listeners_.end();) {
-      if (auto l = it->second.lock()) {
-        if (kind != session_event::heartbeat || l->wants_heartbeats())
-          targets.push_back(std::move(l));
-        ++it;
-      } else {
-        it = listeners_.erase(it);
+    const bool periodic = kind == session_event::heartbeat || kind == session_event::lapsed;
+    const auto now = periodic ? steady::now() : steady::time_point{};
+    auto collect = [&](auto& from) {
+      for (auto it = from.begin(); it != from.end();) {
+        if (auto l = it->second.lock()) {
+          if (!periodic || l->wants(kind, now)) targets.push_back(std::move(l));
+          ++it;
+        } else {
+          it = from.erase(it);
+        }
       }
-    }
+    };
+    if (periodic)
+      collect(heartbeat_listeners_);
+    else
+      collect(listeners_);
   }
+  if (kind == session_event::heartbeat) stats_->heartbeat_events += targets.size();
   for (auto& t : targets) t->on_session_event(event);
 }
 
@@ -579,6 +589,8 @@ void session::rebuild(const char* why) {
   }
   heartbeat_timer_.cancel();
   ++heartbeat_seq_;
+  lapse_timer_.cancel();
+  ++lapse_seq_;
   expiry_timer_.cancel();
   connect_timer_.cancel();
   {
@@ -629,6 +641,27 @@ void session::heartbeat(std::uint64_t gen) {
     auto self = weak.lock();
     if (ec || !self || self->heartbeat_seq_ != seq) return;
     self->heartbeat(gen);
+  });
+}
+
+void session::arm_lapse(std::uint64_t gen) {
+  // At the lease deadline of `gen`; while there is none (nothing answered yet) or it has passed,
+  // again a heartbeat period later. Every answer moves the deadline on: when the timer finds a
+  // later one it only re-arms, so it fires about once per (timeout - margin - timeout/3).
+  const auto seq = ++lapse_seq_;
+  const auto now = steady::now();
+  const auto deadline = lease_deadline(gen);
+  lapse_timer_.expires_at(deadline > now ? deadline
+                                         : now + std::max(session_timeout() / 3, milliseconds{10}));
+  lapse_timer_.async_wait([weak = weak_from_this(), gen, seq](boost::system::error_code ec) {
+    auto self = weak.lock();
+    if (ec || !self || self->lapse_seq_ != seq || self->generation() != gen) return;
+    const auto deadline = self->lease_deadline(gen);
+    if (deadline != steady::time_point{} && deadline <= steady::now()) {
+      ++self->stats_->lapses;
+      self->broadcast(session_event::lapsed);
+    }
+    self->arm_lapse(gen);
   });
 }
 
@@ -686,6 +719,17 @@ session_snapshot session::subscribe(std::uint64_t key, std::weak_ptr<session_lis
 void session::unsubscribe(std::uint64_t key) noexcept {
   std::lock_guard lock(state_mutex_);
   listeners_.erase(key);
+  heartbeat_listeners_.erase(key);
+}
+
+void session::want_heartbeats(std::uint64_t key, bool on) {
+  std::lock_guard lock(state_mutex_);
+  if (!on) {
+    heartbeat_listeners_.erase(key);
+    return;
+  }
+  if (auto it = listeners_.find(key); it != listeners_.end())
+    heartbeat_listeners_[key] = it->second;
 }
 
 // ---- flow control ----------------------------------------------------------------------------

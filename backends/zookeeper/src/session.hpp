@@ -23,6 +23,7 @@
 #include <set>
 #include <shared_mutex>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "baton/backends/zookeeper/detail.hpp"
@@ -47,9 +48,11 @@ using op_handler = std::function<void(op_result)>;
 /// Counters shared with the client threads.
 struct stats_block {
   std::atomic<std::uint64_t> sessions{0}, local_expiries{0}, disconnects{0}, watch_events{0},
-      nodes_created{0}, nodes_adopted{0}, ghosts_deleted{0}, heartbeats{0};
+      nodes_created{0}, nodes_adopted{0}, ghosts_deleted{0}, heartbeats{0}, heartbeat_events{0},
+      lapses{0};
   std::atomic<std::uint64_t> peak_in_flight{0}, peak_waiting{0};  // flow control
   std::atomic<unsigned> lost_create_replies{0};                   // fault injection
+  std::atomic<bool> unproven_answers{false};                      // fault injection
 };
 
 /// Predecessor watches by path; fired from the client's completion thread.
@@ -76,9 +79,11 @@ class watch_table {
 
 /// What a contender is told about the session.
 struct session_event {
-  enum kind_type { connected, disconnected, expired, heartbeat } kind = heartbeat;
+  // lapsed: the local lease of generation `gen` (lease_deadline()) has passed without an answer
+  // (sent, like heartbeats, to the listeners that want heartbeats: the owners).
+  enum kind_type { connected, disconnected, expired, heartbeat, lapsed } kind = heartbeat;
   std::uint64_t gen = 0;  // session generation (one per zhandle)
-  std::uint64_t seq = 0;  // orders state events; heartbeats carry the current value
+  std::uint64_t seq = 0;  // orders state events; heartbeats and lapses carry the current value
 };
 
 /// A contender's view of the session at subscription time.
@@ -93,9 +98,16 @@ class session_listener {
  public:
   virtual ~session_listener() = default;
   virtual void on_session_event(const session_event& event) = 0;
-  /// Whether heartbeat events are wanted now (an owner extends its lease with them, a contender
-  /// waiting for proof of the session goes on with one); state events always come. Any thread.
-  virtual bool wants_heartbeats() const noexcept { return true; }
+  /// Whether a heartbeat or lapse event is wanted at `now` by a listener that asked for them
+  /// (session::want_heartbeats(): an owner publishes its renewal with a heartbeat now and then
+  /// and steps down at a lapse, a contender waiting for proof of the session goes on with a
+  /// heartbeat); state events always come. Any thread.
+  virtual bool wants(session_event::kind_type kind,
+                     std::chrono::steady_clock::time_point now) const noexcept {
+    (void)kind;
+    (void)now;
+    return true;
+  }
 };
 
 /// One reading of the server's clock: the mtime of <base>/@clock after a write to it, between
@@ -147,6 +159,9 @@ class session : public std::enable_shared_from_this<session> {
   /// Registers `listener` under `key` and returns the state it starts from.
   session_snapshot subscribe(std::uint64_t key, std::weak_ptr<session_listener> listener);
   void unsubscribe(std::uint64_t key) noexcept;
+  /// Whether the listener under `key` gets heartbeat and lapse events too (those its wants()
+  /// takes; off after subscribe()). Only the few that need them are visited for each one.
+  void want_heartbeats(std::uint64_t key, bool on);
 
   // Asynchronous calls on generation `gen` (0: whatever is current). A call on another
   // generation fails with ZSESSIONEXPIRED. Handlers run on a client thread (or inline) and must
@@ -207,6 +222,8 @@ class session : public std::enable_shared_from_this<session> {
   void broadcast(session_event::kind_type kind);
   void heartbeat(std::uint64_t gen);
   void on_heartbeat(std::uint64_t gen, int rc);
+  // The lapse timer: one per session, at lease_deadline() (owners need no timer of their own).
+  void arm_lapse(std::uint64_t gen);
   void mark_known(const std::string& dir);
   void arm_local_expiry(std::uint64_t gen);
   void clean_abandoned();
@@ -233,6 +250,7 @@ class session : public std::enable_shared_from_this<session> {
   std::uint64_t seq_ = 0;
   bool connected_ = false;
   std::map<std::uint64_t, std::weak_ptr<session_listener>> listeners_;
+  std::unordered_map<std::uint64_t, std::weak_ptr<session_listener>> heartbeat_listeners_;
   std::set<std::string> known_dirs_;
   std::atomic<int> last_negotiated_ms_{0};
   std::vector<std::pair<std::string, std::string>> abandoned_;  // (dir, guid)
@@ -248,6 +266,8 @@ class session : public std::enable_shared_from_this<session> {
   boost::asio::steady_timer connect_timer_;
   boost::asio::steady_timer rebuild_timer_;
   std::uint64_t heartbeat_seq_ = 0;
+  boost::asio::steady_timer lapse_timer_;
+  std::uint64_t lapse_seq_ = 0;
   bool ever_connected_ = false;      // in this generation
   bool warned_unreachable_ = false;  // once per outage
   unsigned rebuild_failures_ = 0;

@@ -192,6 +192,8 @@ stats get_stats(mutex_backend& backend) {
   s.nodes_adopted = c.nodes_adopted;
   s.ghosts_deleted = c.ghosts_deleted;
   s.heartbeats = c.heartbeats;
+  s.heartbeat_events = c.heartbeat_events;
+  s.lapses = c.lapses;
   s.max_in_flight = max_requests_in_flight;
   s.peak_in_flight = c.peak_in_flight;
   s.peak_waiting = c.peak_waiting;
@@ -200,6 +202,10 @@ stats get_stats(mutex_backend& backend) {
 
 void inject_lost_create_replies(mutex_backend& backend, unsigned count) {
   as_zookeeper(backend).session().counters().lost_create_replies = count;
+}
+
+void inject_unproven_answers(mutex_backend& backend, bool on) {
+  as_zookeeper(backend).session().counters().unproven_answers = on;
 }
 
 std::int64_t session_id(mutex_backend& backend) {

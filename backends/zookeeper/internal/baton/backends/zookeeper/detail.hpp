@@ -77,17 +77,19 @@ std::error_code translate(int zoo_rc);
 
 /// Counters of one backend instance (for tests and metrics).
 struct stats {
-  std::uint64_t sessions = 0;        ///< zookeeper handles created (1 + every rebuild)
-  std::uint64_t local_expiries = 0;  ///< sessions given up by the local timer while disconnected
-  std::uint64_t disconnects = 0;     ///< CONNECTING events seen while connected
-  std::uint64_t watch_events = 0;    ///< predecessor watch events delivered to contenders
-  std::uint64_t nodes_created = 0;   ///< lock nodes created
-  std::uint64_t nodes_adopted = 0;   ///< lock nodes found by protection prefix after a lost reply
-  std::uint64_t ghosts_deleted = 0;  ///< nodes of abandoned sessions deleted by us
-  std::uint64_t heartbeats = 0;      ///< answered session heartbeats
-  std::uint64_t max_in_flight = 0;   ///< the flow bound: requests in the client at once
-  std::uint64_t peak_in_flight = 0;  ///< most requests in the client at once so far
-  std::uint64_t peak_waiting = 0;    ///< most requests waiting for a flow slot so far
+  std::uint64_t sessions = 0;          ///< zookeeper handles created (1 + every rebuild)
+  std::uint64_t local_expiries = 0;    ///< sessions given up by the local timer while disconnected
+  std::uint64_t disconnects = 0;       ///< CONNECTING events seen while connected
+  std::uint64_t watch_events = 0;      ///< predecessor watch events delivered to contenders
+  std::uint64_t nodes_created = 0;     ///< lock nodes created
+  std::uint64_t nodes_adopted = 0;     ///< lock nodes found by protection prefix after a lost reply
+  std::uint64_t ghosts_deleted = 0;    ///< nodes of abandoned sessions deleted by us
+  std::uint64_t heartbeats = 0;        ///< answered session heartbeats
+  std::uint64_t heartbeat_events = 0;  ///< heartbeat events handed to contenders (owners, mostly)
+  std::uint64_t lapses = 0;            ///< times the session's local lease ran out
+  std::uint64_t max_in_flight = 0;     ///< the flow bound: requests in the client at once
+  std::uint64_t peak_in_flight = 0;    ///< most requests in the client at once so far
+  std::uint64_t peak_waiting = 0;      ///< most requests waiting for a flow slot so far
 };
 
 /// Counters of `backend`; throws std::invalid_argument if it is not a ZooKeeper backend.
@@ -96,6 +98,10 @@ stats get_stats(mutex_backend& backend);
 /// Fault injection: the next `count` lock-node creates succeed on the server, but their replies
 /// are reported as ZCONNECTIONLOSS (as when the connection breaks just before the reply).
 void inject_lost_create_replies(mutex_backend& backend, unsigned count);
+
+/// Fault injection: while `on`, answers do not prove the session alive (its local lease is not
+/// extended), as if the server had stopped answering while the connection stays up.
+void inject_unproven_answers(mutex_backend& backend, bool on);
 
 /// The current session id (0 while there is none).
 std::int64_t session_id(mutex_backend& backend);
