@@ -276,17 +276,17 @@ bool connection::unsubscribe(const std::string& channel) {
 bool connection::send_raw(const std::vector<std::string>& args,
                           void (*callback)(redisAsyncContext*, void*, void*), void* privdata) {
   if (ctx_ == nullptr || args.empty()) return false;
-  std::vector<const char*> argv;
-  std::vector<std::size_t> lengths;
-  argv.reserve(args.size());
-  lengths.reserve(args.size());
+  argv_.clear();
+  lengths_.clear();
   for (const auto& a : args) {
-    argv.push_back(a.data());
-    lengths.push_back(a.size());
+    argv_.push_back(a.data());
+    lengths_.push_back(a.size());
   }
   baton::detail::count_backend_requests();
-  return redisAsyncCommandArgv(ctx_, callback, privdata, static_cast<int>(argv.size()), argv.data(),
-                               lengths.data()) == REDIS_OK;
+  const bool sent = redisAsyncCommandArgv(ctx_, callback, privdata, static_cast<int>(argv_.size()),
+                                          argv_.data(), lengths_.data()) == REDIS_OK;
+  argv_.clear();  // pointers into `args`, which goes away
+  return sent;
 }
 
 void connection::send(std::vector<std::string> args, reply_handler handler,

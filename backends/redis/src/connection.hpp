@@ -177,6 +177,9 @@ class connection : public std::enable_shared_from_this<connection> {
   unsigned failures_ = 0;       // consecutive failed connects
   std::error_code last_error_;  // why the connection is down
   std::minstd_rand random_{std::random_device{}()};
+  // send_raw()'s argument pointers and lengths (kept for their capacity: a batch has thousands).
+  std::vector<const char*> argv_;
+  std::vector<std::size_t> lengths_;
 };
 
 }  // namespace baton::backends::redis::detail

@@ -42,6 +42,7 @@
 #include <map>
 #include <mutex>
 #include <set>
+#include <unordered_map>
 
 #include "baton/mutex/detail/log.hpp"
 #include "baton/mutex/errc.hpp"
@@ -490,33 +491,58 @@ class store_core : public std::enable_shared_from_this<store_core> {
       complete_batch(*ops, ec, std::move(r));
       flush();
     };
-    if (ops->size() == 1 && ops->front().kind != op_kind::check) {
-      auto& op = ops->front();
-      std::vector<std::string> keys, args;
-      build(op, keys, args);
-      eval(script_of(op.kind), std::move(keys), std::move(args), std::move(done));
-      return;
+    const bool alone = ops->size() == 1 && ops->front().kind != op_kind::check;
+    const auto allowance = alone ? milliseconds::zero()
+                                 : std::chrono::duration_cast<milliseconds>(
+                                       allowance_per_request * static_cast<long>(ops->size()));
+    // Built into the command as it is sent (and again should the script have to go with EVAL):
+    // no copy of the keys and arguments is kept meanwhile.
+    eval_built(
+        alone ? script_of(ops->front().kind) : batch_script,
+        [this, ops, alone](std::vector<std::string>& command) {
+          if (alone) return build_alone(ops->front(), command);
+          build_batch(*ops, command);
+        },
+        std::move(done), allowance);
+  }
+
+  // One request on its own: its script's numkeys, keys and arguments, appended to `command`.
+  void build_alone(lease_op& op, std::vector<std::string>& command) {
+    const auto numkeys = command.size();
+    command.emplace_back();
+    const auto first_key = command.size();
+    scratch_args_.clear();
+    build(op, command, scratch_args_);
+    command[numkeys] = std::to_string(command.size() - first_key);
+    std::move(scratch_args_.begin(), scratch_args_.end(), std::back_inserter(command));
+  }
+
+  // batch.lua's numkeys, the keys of every request, then the count of requests and, for each,
+  // its kind, the counts of its keys and arguments and its arguments.
+  void build_batch(std::vector<lease_op>& ops, std::vector<std::string>& command) {
+    const auto numkeys = command.size();
+    command.reserve(command.size() + 1 + 5 * ops.size());
+    command.emplace_back();
+    const auto first_key = command.size();
+    scratch_args_.clear();
+    scratch_args_.push_back(std::to_string(ops.size()));
+    for (auto& op : ops) {
+      const auto keys_before = command.size();
+      const auto kind_at = scratch_args_.size();
+      scratch_args_.push_back(op.kind == op_kind::acquire   ? "a"
+                              : op.kind == op_kind::release ? "r"
+                              : op.kind == op_kind::read    ? "q"
+                                                            : "w");
+      scratch_args_.emplace_back();  // its keys, known once built
+      scratch_args_.emplace_back();  // its arguments
+      const auto args_before = scratch_args_.size();
+      build(op, command, scratch_args_);
+      scratch_args_[kind_at + 1] = std::to_string(command.size() - keys_before);
+      scratch_args_[kind_at + 2] = std::to_string(scratch_args_.size() - args_before);
     }
-    std::vector<std::string> keys, args, op_keys, op_args;
-    keys.reserve(ops->size() * 5);
-    args.reserve(ops->size() * 16 + 1);
-    args.push_back(std::to_string(ops->size()));
-    for (auto& op : *ops) {
-      op_keys.clear();
-      op_args.clear();
-      build(op, op_keys, op_args);
-      args.push_back(op.kind == op_kind::acquire   ? "a"
-                     : op.kind == op_kind::release ? "r"
-                     : op.kind == op_kind::read    ? "q"
-                                                   : "w");
-      args.push_back(std::to_string(op_keys.size()));
-      args.push_back(std::to_string(op_args.size()));
-      std::move(op_keys.begin(), op_keys.end(), std::back_inserter(keys));
-      std::move(op_args.begin(), op_args.end(), std::back_inserter(args));
-    }
-    const auto allowance = std::chrono::duration_cast<milliseconds>(allowance_per_request *
-                                                                    static_cast<long>(ops->size()));
-    eval(batch_script, std::move(keys), std::move(args), std::move(done), allowance);
+    command[numkeys] = std::to_string(command.size() - first_key);
+    command.reserve(command.size() + scratch_args_.size());
+    std::move(scratch_args_.begin(), scratch_args_.end(), std::back_inserter(command));
   }
 
   static script_id script_of(op_kind kind) {
@@ -532,15 +558,19 @@ class store_core : public std::enable_shared_from_this<store_core> {
     return read_script;
   }
 
-  // The keys and arguments of one request, as its script takes them.
+  // The keys and arguments of one request, as its script takes them, appended to `keys` and
+  // `args`.
   void build(lease_op& op, std::vector<std::string>& keys, std::vector<std::string>& args) {
-    const auto k = lease_keys(op.name);
+    auto k = lease_keys(op.name);
+    const auto add_keys = [&](std::initializer_list<std::string*> some) {
+      for (auto* key : some) keys.push_back(std::move(*key));
+    };
     switch (op.kind) {
       case op_kind::read:
-        keys = {k.owner, k.fence, k.handoff};
+        add_keys({&k.owner, &k.fence, &k.handoff});
         return;
       case op_kind::check:
-        keys = {k.owner, k.fence, k.handoff, k.queue, k.alive};
+        add_keys({&k.owner, &k.fence, &k.handoff, &k.queue, &k.alive});
         if (auto it = lapse_.find(op.name); it != lapse_.end())
           for (const auto& [id, horizon] : it->second.alive_for) {
             if (horizon <= milliseconds::zero()) continue;  // not seen waiting since its watch
@@ -549,20 +579,22 @@ class store_core : public std::enable_shared_from_this<store_core> {
           }
         return;
       case op_kind::release:
-        keys = {k.owner, k.fence, k.queue, k.alive, k.handoff};
-        args = {op.owner_id, std::to_string(settings_.handoff_window.count()), k.wake_prefix,
-                k.events};
+        add_keys({&k.owner, &k.fence, &k.queue, &k.alive, &k.handoff});
+        args.push_back(op.owner_id);
+        args.push_back(std::to_string(settings_.handoff_window.count()));
+        args.push_back(std::move(k.wake_prefix));
+        args.push_back(std::move(k.events));
         return;
       case op_kind::acquire:
         break;
     }
-    keys = {k.owner, k.fence, k.queue, k.alive, k.handoff};
-    args = {op.owner_id,
-            std::to_string(op.ttl.count()),
-            std::to_string(op.transition.count()),
-            std::to_string(settings_.handoff_window.count()),
-            k.wake_prefix,
-            k.events};
+    add_keys({&k.owner, &k.fence, &k.queue, &k.alive, &k.handoff});
+    args.push_back(op.owner_id);
+    args.push_back(std::to_string(op.ttl.count()));
+    args.push_back(std::to_string(op.transition.count()));
+    args.push_back(std::to_string(settings_.handoff_window.count()));
+    args.push_back(std::move(k.wake_prefix));
+    args.push_back(std::move(k.events));
     // What this process saw last protects the owner when Redis loses its data (acquire.lua).
     long long seen_until = 0;
     bool seen_own = false;
@@ -577,7 +609,8 @@ class store_core : public std::enable_shared_from_this<store_core> {
         }
         min_fence = seen->second.fence;
       }
-      failed_release = failed_releases_.count(op.name + '\n' + op.owner_id) != 0;
+      failed_release =
+          !failed_releases_.empty() && failed_releases_.count(op.name + '\n' + op.owner_id) != 0;
     }
     args.push_back(std::to_string(seen_until));
     args.push_back(seen_own ? "1" : "0");
@@ -680,7 +713,7 @@ class store_core : public std::enable_shared_from_this<store_core> {
     std::map<std::string, milliseconds> alive_for;  // contender id -> its alive horizon, 0: unknown
     std::chrono::steady_clock::time_point due{};    // in lapse_due_ when set
   };
-  using lapse_map = std::map<std::string, lapse_entry>;
+  using lapse_map = std::unordered_map<std::string, lapse_entry>;
   // A check comes this long after the lease's end (the key expires exactly then). With many
   // mutexes waited for (lapse_coalesce_from or more), checks due within lapse_window of each
   // other go in one call, each up to lapse_window late; with fewer, each goes when due (a
@@ -910,31 +943,45 @@ class store_core : public std::enable_shared_from_this<store_core> {
   // EVAL caches it on the server again).
   void eval(script_id id, std::vector<std::string> keys, std::vector<std::string> args,
             reply_handler handler, milliseconds allowance = {}) {
-    auto command = [this, id](bool by_sha, const std::vector<std::string>& keys,
-                              const std::vector<std::string>& args) {
+    auto parts = std::make_shared<std::pair<std::vector<std::string>, std::vector<std::string>>>(
+        std::move(keys), std::move(args));
+    eval_built(
+        id,
+        [parts](std::vector<std::string>& command) {
+          command.push_back(std::to_string(parts->first.size()));
+          command.insert(command.end(), parts->first.begin(), parts->first.end());
+          command.insert(command.end(), parts->second.begin(), parts->second.end());
+        },
+        std::move(handler), allowance);
+  }
+
+  // The same, with what follows the script in the command (numkeys, keys, arguments) appended
+  // by `build`: called once, and once more should the script have to go with EVAL.
+  template <class Build>
+  void eval_built(script_id id, Build build, reply_handler handler, milliseconds allowance) {
+    auto command = [this, id, &build](bool by_sha) {
       std::vector<std::string> c;
-      c.reserve(3 + keys.size() + args.size());
       c.push_back(by_sha ? "EVALSHA" : "EVAL");
       c.push_back(by_sha ? scripts_[id].sha : scripts_[id].text);
-      c.push_back(std::to_string(keys.size()));
-      c.insert(c.end(), keys.begin(), keys.end());
-      c.insert(c.end(), args.begin(), args.end());
+      build(c);
       return c;
     };
     if (scripts_[id].sha.empty()) {
-      command_->exec(command(false, keys, args), std::move(handler), allowance);
+      command_->exec(command(false), std::move(handler), allowance);
       return;
     }
-    auto by_sha = command(true, keys, args);
+    auto by_sha = command(true);  // before `build` moves into the handler
     command_->exec(std::move(by_sha),
-                   [this, id, command, allowance, keys = std::move(keys), args = std::move(args),
-                    handler = std::move(handler)](std::error_code ec, reply r) mutable {
+                   [this, id, allowance, build = std::move(build), handler = std::move(handler)](
+                       std::error_code ec, reply r) mutable {
                      if (!ec && r.is_error("NOSCRIPT")) {
                        baton::detail::log().info(
                            "redis {}: script {} is not loaded on the server; sending it "
                            "with EVAL",
                            settings_.server.display, scripts_[id].name);
-                       command_->exec(command(false, keys, args), std::move(handler), allowance);
+                       std::vector<std::string> c{"EVAL", scripts_[id].text};
+                       build(c);
+                       command_->exec(std::move(c), std::move(handler), allowance);
                        return;
                      }
                      handler(ec, std::move(r));
@@ -1070,13 +1117,13 @@ class store_core : public std::enable_shared_from_this<store_core> {
   std::string master_address_;      // host:port of the master the command connection last used
   std::uint64_t master_epoch_ = 0;  // counts command connects (sentinel mode)
   // Per mutex: the master_epoch_ whose connection re-seeded its fence counter.
-  std::map<std::string, std::uint64_t> reseeded_;
+  std::unordered_map<std::string, std::uint64_t> reseeded_;
   std::atomic<std::uint64_t> next_handle_{1};
   std::map<std::uint64_t, watcher> watchers_;
   std::map<std::string, channel_state> channels_;
   // Per mutex: the last owner record this process saw (highest fence kept when it was free).
   mutable std::mutex seen_mutex_;  // guards last_seen_ and failed_releases_ (the blocking path too)
-  std::map<std::string, mutex_owner> last_seen_;
+  std::unordered_map<std::string, mutex_owner> last_seen_;
   // "name\nid" of releases that failed: that contender's next acquire is a new ownership.
   std::set<std::string> failed_releases_;
   // The blocking path's connections (none until it is first used), and whether the command
@@ -1095,6 +1142,8 @@ class store_core : public std::enable_shared_from_this<store_core> {
   std::set<std::pair<std::chrono::steady_clock::time_point, std::string>> lapse_due_;
   boost::asio::steady_timer lapse_timer_{strand_};
   std::chrono::steady_clock::time_point lapse_armed_{};
+  // build_alone() and build_batch(): the arguments while the keys go first (kept for its capacity).
+  std::vector<std::string> scratch_args_;
 };
 
 class redis_store final : public store {
