@@ -636,7 +636,7 @@ void session::heartbeat(std::uint64_t gen) {
         });
       },
       /*urgent=*/true);
-  heartbeat_timer_.expires_after(std::max(session_timeout() / 3, milliseconds{10}));
+  heartbeat_timer_.expires_after(heartbeat_period());
   heartbeat_timer_.async_wait([weak, gen, seq](boost::system::error_code ec) {
     auto self = weak.lock();
     if (ec || !self || self->heartbeat_seq_ != seq) return;
@@ -651,8 +651,7 @@ void session::arm_lapse(std::uint64_t gen) {
   const auto seq = ++lapse_seq_;
   const auto now = steady::now();
   const auto deadline = lease_deadline(gen);
-  lapse_timer_.expires_at(deadline > now ? deadline
-                                         : now + std::max(session_timeout() / 3, milliseconds{10}));
+  lapse_timer_.expires_at(deadline > now ? deadline : now + heartbeat_period());
   lapse_timer_.async_wait([weak = weak_from_this(), gen, seq](boost::system::error_code ec) {
     auto self = weak.lock();
     if (ec || !self || self->lapse_seq_ != seq || self->generation() != gen) return;

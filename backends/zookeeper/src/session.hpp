@@ -9,6 +9,7 @@
 // client thread.
 #include <zookeeper/zookeeper.h>
 
+#include <algorithm>
 #include <atomic>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
@@ -224,6 +225,10 @@ class session : public std::enable_shared_from_this<session> {
   void on_heartbeat(std::uint64_t gen, int rc);
   // The lapse timer: one per session, at lease_deadline() (owners need no timer of their own).
   void arm_lapse(std::uint64_t gen);
+  // Between heartbeats: a third of the session timeout (at least 10 ms).
+  std::chrono::milliseconds heartbeat_period() const {
+    return std::max(session_timeout() / 3, std::chrono::milliseconds{10});
+  }
   void mark_known(const std::string& dir);
   void arm_local_expiry(std::uint64_t gen);
   void clean_abandoned();
