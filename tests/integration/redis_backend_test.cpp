@@ -1146,6 +1146,19 @@ TEST(redis_bad_server, replies_of_an_unexpected_type_are_bad_reply) {
   EXPECT_TRUE(service->stop_and_wait(5s));
 }
 
+TEST(redis_bad_server, malformed_owner_records_in_one_string_are_bad_reply) {
+  // In a batch an owner record comes as one string, 'fence acquired_at ttl_at transition_at now
+  // owner_id'. Any other string is a bad reply, never a grant.
+  for (const std::string text : {"", "1 2 3 4", "1 2 3 4 5", "1 2 3 4 x a", "1 2 3 4 -5 a",
+                                 "1  2 3 4 5 a", "a 1 2 3 4 5", "1 2 3 4 99999999999999999999 a"}) {
+    fake_server server("$" + std::to_string(text.size()) + "\r\n" + text + "\r\n");
+    baton::runtime rt;
+    auto backend = baton::backends::redis::make_backend(redis_config(server.url()), rt);
+    auto g = acquire_on(*backend, "m", "a");
+    EXPECT_EQ(g.ec, baton::errc::bad_reply) << "'" << text << "': " << g.ec.message();
+  }
+}
+
 TEST(redis_bad_server, a_server_that_never_answers_fails_requests_within_the_timeouts) {
   fake_server server("");
   baton::runtime rt;
@@ -1295,6 +1308,57 @@ TEST_F(redis_test, a_batch_of_renewals_does_not_extend_a_lost_lease) {
   EXPECT_EQ(std::stoll(raw_->run({"PEXPIRETIME", taken_key})), taken_expiry);
   EXPECT_EQ(raw_->run({"ZRANGE", "baton:{" + names[taken] + "}:queue", "0", "-1"}), "a")
       << "the old owner waits in line, as after a renewal alone";
+}
+
+TEST_F(redis_test, a_batch_replies_the_same_owner_records_as_requests_alone) {
+  // In a batch an owner record comes packed into one string: it must read back exactly as the
+  // record a request alone gets, owner ids with spaces included.
+  constexpr int n = 30;
+  const auto prefix = unique_name("packed") + "-";
+  const std::string owner = " an  owner id ";
+  std::vector<std::string> names;
+  for (int i = 0; i < n; ++i) names.push_back(prefix + std::to_string(i));
+  ASSERT_FALSE(read(names[0]).ec);  // connected (its script loads are not counted below)
+  auto batched = [&](auto request) {
+    std::vector<std::future<grant_result>> out;
+    const auto sent_before = baton::backend_requests_sent();
+    raw_->run({"CLIENT", "PAUSE", "300", "ALL"});  // the requests pile up in one batch
+    for (const auto& name : names) {
+      auto p = std::make_shared<std::promise<grant_result>>();
+      out.push_back(p->get_future());
+      request(name, [p](std::error_code ec, baton::lease_grant g) {
+        p->set_value({ec, std::move(g)});
+      });
+    }
+    std::vector<grant_result> results;
+    for (auto& f : out) {
+      EXPECT_EQ(f.wait_for(15s), std::future_status::ready);
+      results.push_back(f.get());
+    }
+    // Two calls were on the wire when the server paused; the others went in one batch.
+    EXPECT_LE(baton::backend_requests_sent() - sent_before, 3u);
+    return results;
+  };
+  const auto acquired = batched([&](const std::string& name, auto h) {
+    store().async_acquire(name, owner, 20'000ms, 20'000ms, h);
+  });
+  const auto reads = batched([&](const std::string& name, auto h) { store().async_read(name, h); });
+  for (int i = 0; i < n; ++i) {
+    ASSERT_FALSE(acquired[i].ec) << names[i] << ": " << acquired[i].ec.message();
+    ASSERT_FALSE(reads[i].ec) << names[i] << ": " << reads[i].ec.message();
+    const auto alone = read(names[i]);  // a request alone: its own script's array reply
+    ASSERT_FALSE(alone.ec) << alone.ec.message();
+    for (const auto* g : {&acquired[i].grant, &reads[i].grant}) {
+      EXPECT_EQ(g->owner.owner_id, owner) << names[i];
+      EXPECT_EQ(g->owner.fence, alone.grant.owner.fence) << names[i];
+      EXPECT_EQ(g->owner.acquired_at, alone.grant.owner.acquired_at) << names[i];
+      EXPECT_EQ(g->owner.ttl_at, alone.grant.owner.ttl_at) << names[i];
+      EXPECT_EQ(g->owner.transition_at, alone.grant.owner.transition_at) << names[i];
+      EXPECT_LE(g->now, alone.grant.now) << names[i];
+      EXPECT_GT(g->now, baton::backend_time{}) << names[i];
+    }
+    EXPECT_EQ(acquired[i].grant.owner.ttl_at - acquired[i].grant.now, 20'000ms) << names[i];
+  }
 }
 
 TEST_F(redis_test, an_owner_among_many_whose_lease_was_taken_sees_it_lost) {

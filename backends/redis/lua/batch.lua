@@ -8,7 +8,10 @@
 --         how many keys and arguments it has, and its arguments.
 -- Reply: one element per request, in order: that script's reply, or an error reply when that
 --        request raised an error (the others still run; like a script alone, what it wrote before
---        the error stays).
+--        the error stays). An owner record ({owner_id, fence, acquired_at, ttl_at, transition_at,
+--        now}: acquire, read and lapse check) comes as one string instead, 'fence acquired_at
+--        ttl_at transition_at now owner_id' (the owner id last, as it is: it may hold spaces):
+--        one reply element per request rather than seven, for the client to parse and free.
 
 -- 'w', the store's lapse check for the waiters of this process (instead of each polling at the
 -- end of the lease): the owner record as read_op replies it, and each waiter named in ARGV
@@ -58,7 +61,10 @@ for i = 1, count do
     out[i] = {err = 'ERR baton batch: unknown request kind'}
   else
     local ok, result = pcall(op, keys, args)
-    if ok then
+    if ok and type(result) == 'table' and #result == 6 then
+      out[i] = string.format('%.0f %.0f %.0f %.0f %.0f ', result[2], result[3], result[4],
+                             result[5], result[6]) .. result[1]
+    elseif ok then
       out[i] = result
     elseif type(result) == 'table' and result.err then
       out[i] = result

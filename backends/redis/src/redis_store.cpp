@@ -90,8 +90,31 @@ std::string batch_text() {
          function("read_op", lua::read) + lua::batch;
 }
 
-// Reads {owner_id, fence, acquired_at, ttl_at, transition_at, now} into `grant`.
+// Reads a batch.lua owner record, 'fence acquired_at ttl_at transition_at now owner_id' (the
+// owner id is the rest of the string, possibly empty), into `grant`.
+bool parse_packed_grant(const std::string& text, lease_grant& grant) {
+  std::array<long long, 5> n{};
+  const char* p = text.data();
+  const char* const end = p + text.size();
+  for (auto& value : n) {
+    const auto [next, ec] = std::from_chars(p, end, value);
+    if (ec != std::errc{} || value < 0 || next == end || *next != ' ') return false;
+    p = next + 1;
+  }
+  auto at = [](long long ms) { return backend_time{milliseconds{ms}}; };
+  grant.owner.owner_id.assign(p, end);
+  grant.owner.fence = static_cast<std::uint64_t>(n[0]);
+  grant.owner.acquired_at = at(n[1]);
+  grant.owner.ttl_at = at(n[2]);
+  grant.owner.transition_at = at(n[3]);
+  grant.now = at(n[4]);
+  return true;
+}
+
+// Reads {owner_id, fence, acquired_at, ttl_at, transition_at, now} (a script alone), or the same
+// packed into one string (in a batch), into `grant`.
 bool parse_grant(const reply& r, lease_grant& grant) {
+  if (r.type == reply::kind::string) return parse_packed_grant(r.str, grant);
   if (r.type != reply::kind::array || r.elements.size() != 6) return false;
   const auto& e = r.elements;
   if (e[0].type != reply::kind::string) return false;
@@ -1019,7 +1042,7 @@ class store_core : public std::enable_shared_from_this<store_core> {
                       const lease_store::grant_handler& handler) {
     lease_grant grant;
     if (!(ec = check(op, name, ec, r)) && !parse_grant(r, grant))
-      ec = unexpected(op, name, r, "an array of the owner id and 5 integers");
+      ec = unexpected(op, name, r, "the owner id and 5 integers");
     if (!ec) {
       note_grant(name, grant);
       // Waited for here: check again when this lease (or hand-off) would lapse. A mutex free
