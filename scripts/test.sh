@@ -12,9 +12,10 @@
 #   --jobs N         parallel build jobs and parallel tests (default: nproc)
 #   -R REGEX         run only the tests matching REGEX (ctest -R)
 #   --fuzz, --no-fuzz  build the config fuzz test alone under ASan+UBSan (build dir build-fuzz:
-#                    that test and the config library only) and run it, 10,000 cases, before
-#                    ctest; its failure fails the run. Default: on in a full run (no -R, no
-#                    --sanitize; CI's), off otherwise
+#                    that test and the config library only) and run it, 10,000 cases, in the
+#                    background while ctest runs (idle scheduling class; a full run prebuilds
+#                    the install test's shared libraries there too); its failure fails the run.
+#                    Default: on in a full run (no -R, no --sanitize; CI's), off otherwise
 #   --keep           keep the scratch directory (server data and logs) after the run
 #   -- ARGS          passed on to ctest
 #
@@ -81,28 +82,73 @@ baton_ensure_packages "${BATON_BUILD_PACKAGES[@]}" "${BATON_TEST_PACKAGES[@]}" |
 source "$ROOT/scripts/build.sh"
 baton_build test.sh "$build_dir" "$jobs" "$sanitize"
 
-# ------------------------------------------------------------------------------- config fuzz
-# The config loader's fuzz test (tests/fuzz/) under ASan+UBSan, in a build of its own that holds
-# only what the test needs (the config library and its dependencies; no daemon, no other test),
-# at -O1 -g1 (ASan's advice; with 2 cores it builds in about 2 minutes where -O2 -g takes twice
-# as long). It needs no server; a failure is reported at once and fails the run after ctest.
-fuzz_status=0
+# ------------------------------------------------------------------------- background builds
+# Two builds that a full run needs besides the main one go in the background while ctest runs,
+# at the idle scheduling class (chrt --idle; nice 19 where that is refused): the tests mostly
+# wait on servers and timers, and these builds take only the CPU time the tests leave, never
+# theirs. Done first, one after the other, they cost a clean CI run about 10 minutes of its 30.
+#  - The shared libraries that install.shared_libraries_have_soname_and_versioned_symbols checks
+#    (tests/install/run_install_test.cmake, MODE=shared-build): the test finds them built (it
+#    waits on the build directory's lock should it come first).
+#  - The config loader's fuzz test (tests/fuzz/) under ASan+UBSan, in a build of its own that
+#    holds only what the test needs (the config library and its dependencies; no daemon, no
+#    other test), at -O1 -g1 (ASan's advice), then run: it needs no server. Its wall deadline is
+#    900 s here (BATON_FUZZ_SECONDS), as it runs at the idle class.
+# Their output goes to BUILD_DIR/background.log and is summed up after ctest; a failure of
+# either fails the run.
+fuzz_pid=""
+fuzz_log="$build_dir/background.log"
 if ((fuzz)); then
-  fuzz_start=$SECONDS
-  echo "test.sh: config fuzz: building build-fuzz (sanitize=address,undefined)" >&2
-  cmake -S "$ROOT" -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1" "-DBATON_SANITIZE=address,undefined" \
-    -DBATON_BUILD_TESTS=ON -DBATON_BUILD_DAEMON=OFF -DBATON_BUILD_EXAMPLES=OFF >/dev/null
-  cmake --build build-fuzz -j "$jobs" --target baton_config_fuzz
-  echo "test.sh: config fuzz: running (built in $((SECONDS - fuzz_start)) s)" >&2
-  ASAN_OPTIONS="halt_on_error=1:detect_leaks=1" \
-    UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1" \
-    build-fuzz/tests/baton_config_fuzz || fuzz_status=$?
-  if ((fuzz_status != 0)); then
-    echo "test.sh: FAILED: the config fuzz test (exit status $fuzz_status)" >&2
-  fi
-  echo "test.sh: config fuzz: done in $((SECONDS - fuzz_start)) s" >&2
+  if chrt --idle 0 true 2>/dev/null; then idle=(chrt --idle 0); else idle=(nice -n 19); fi
+  shared=0
+  if [[ -z "$regex" ]] && ctest --test-dir "$build_dir" -N -R '^install\.shared_libraries' 2>/dev/null |
+    grep -q 'Total Tests: [1-9]'; then shared=1; fi
+  echo "test.sh: background (${idle[*]}): the config fuzz test under ASan+UBSan" \
+    "$( ((shared)) && echo "and the install test's shared libraries"); output in $fuzz_log" >&2
+  # A session of its own, so that the trap can end it together with the compilers it runs.
+  setsid "${idle[@]}" bash -c '
+    set -e
+    root=$1 jobs=$2 build_dir=$3 shared=$4
+    start=$SECONDS
+    # A failed build here fails nothing: the install test builds them again and reports it.
+    if ((shared)); then
+      if cmake -DMODE=shared-build "-DBATON_BUILD_DIR=$root/$build_dir" \
+        "-DBATON_SOURCE_DIR=$root" "-DWORK_DIR=$root/$build_dir/tests/install/shared-build" \
+        -DBATON_SANITIZE= -P "$root/tests/install/run_install_test.cmake"; then
+        echo "test.sh: background: shared libraries built in $((SECONDS - start)) s"
+      else
+        echo "test.sh: background: the shared libraries did not build (status $?);" \
+          "install.shared_libraries_have_soname_and_versioned_symbols builds them again"
+      fi
+    fi
+    start=$SECONDS
+    cmake -S "$root" -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+      "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1" "-DBATON_SANITIZE=address,undefined" \
+      -DBATON_BUILD_TESTS=ON -DBATON_BUILD_DAEMON=OFF -DBATON_BUILD_EXAMPLES=OFF >/dev/null
+    cmake --build build-fuzz -j "$jobs" --target baton_config_fuzz
+    echo "test.sh: config fuzz: running (built in $((SECONDS - start)) s)"
+    BATON_FUZZ_SECONDS=${BATON_FUZZ_SECONDS:-900} ASAN_OPTIONS="halt_on_error=1:detect_leaks=1" \
+      UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1" \
+      build-fuzz/tests/baton_config_fuzz
+    echo "test.sh: config fuzz: done in $((SECONDS - start)) s"' \
+    background "$ROOT" "$jobs" "$build_dir" "$shared" >"$fuzz_log" 2>&1 </dev/null &
+  fuzz_pid=$!
 fi
+
+# Waits for the background job (if any) and reports it: sets fuzz_status.
+fuzz_status=0
+finish_fuzz() {
+  [[ -n "$fuzz_pid" ]] || return 0
+  wait "$fuzz_pid" || fuzz_status=$?
+  fuzz_pid=""
+  if ((fuzz_status != 0)); then
+    cat "$fuzz_log" >&2
+    echo "test.sh: FAILED: the background builds or the config fuzz test (exit status" \
+      "$fuzz_status)" >&2
+  else
+    grep -E '^test.sh: (background|config fuzz):|^\[  (PASSED|FAILED) ' "$fuzz_log" >&2 || true
+  fi
+}
 
 # ---------------------------------------------------------------------------- scratch, servers
 # shellcheck source=servers.sh
@@ -112,6 +158,10 @@ ctest_pid=""
 cleanup() {
   local rc=$?
   trap - EXIT INT TERM
+  if [[ -n "$fuzz_pid" ]]; then
+    kill -TERM -- "-$fuzz_pid" 2>/dev/null || true
+    wait "$fuzz_pid" 2>/dev/null || true
+  fi
   if [[ -n "$ctest_pid" ]]; then
     # ctest and the tests it runs form one process group (setsid below).
     kill -TERM -- "-$ctest_pid" 2>/dev/null || true
@@ -180,6 +230,7 @@ setsid ctest "${ctest_args[@]}" &
 ctest_pid=$!
 wait "$ctest_pid" || status=$?
 ctest_pid=""
+finish_fuzz
 
 # The official run skips nothing: ctest lists skipped, disabled and not-run tests here.
 not_run=$(awk '/^The following tests did not run:/ { on = 1; next }
@@ -190,11 +241,13 @@ total=$(sed -n -E 's/.*tests passed, [0-9]+ tests? failed out of ([0-9]+).*/\1/p
 
 if ((status != 0)); then
   echo "test.sh: ctest failed (exit status $status)" >&2
-  ((fuzz_status == 0)) || echo "test.sh: FAILED: the config fuzz test (see above)" >&2
+  ((fuzz_status == 0)) || echo "test.sh: FAILED: the background builds or the config fuzz test" \
+    "(see above)" >&2
   exit "$status"
 fi
 if ((fuzz_status != 0)); then
-  echo "test.sh: FAILED: the config fuzz test (exit status $fuzz_status, see above)" >&2
+  echo "test.sh: FAILED: the background builds or the config fuzz test (exit status" \
+    "$fuzz_status, see above)" >&2
   exit 1
 fi
 if [[ -z "$total" || "$total" -eq 0 ]]; then

@@ -7,9 +7,14 @@
 #   shared      configure BATON_SOURCE_DIR with BUILD_SHARED_LIBS=ON (libraries only, no
 #               ZooKeeper), build, install; SONAME and version node checked with readelf; the
 #               consumer builds and runs against the shared libraries
-# WORK_DIR is emptied first.
+#   shared-build  only configure and build those shared libraries (scripts/test.sh does it in
+#               the background while the other tests run; the test's own build is then a no-op)
+# WORK_DIR is emptied first. The shared libraries build in BATON_BUILD_DIR/install-shared-libs,
+# which is kept (later builds are incremental) and locked while it is used.
 cmake_minimum_required(VERSION 3.20)
-file(REMOVE_RECURSE ${WORK_DIR})
+if(NOT MODE STREQUAL "shared-build")
+  file(REMOVE_RECURSE ${WORK_DIR})
+endif()
 set(prefix ${WORK_DIR}/prefix)
 
 function(run what)
@@ -33,8 +38,14 @@ function(consumer source)
   run("building ${name}" ${CMAKE_COMMAND} --build ${WORK_DIR}/${name} -j2)
 endfunction()
 
-if(MODE STREQUAL "shared")
-  set(build ${WORK_DIR}/build)
+if(MODE STREQUAL "shared" OR MODE STREQUAL "shared-build")
+  set(build ${BATON_BUILD_DIR}/install-shared-libs)
+  # One build in that directory at a time (the test waits for test.sh's background build).
+  # GUARD PROCESS: cmake 3.25 crashes on GUARD FILE in script mode (-P).
+  file(LOCK ${build}.lock GUARD PROCESS TIMEOUT 1800 RESULT_VARIABLE locked)
+  if(NOT locked EQUAL 0)
+    message(FATAL_ERROR "could not lock ${build}.lock: ${locked}")
+  endif()
   string(TIMESTAMP start "%s")
   # -O0 without -g: the fastest build (about 90 s of CPU; -O2 -g takes twice as long), and the
   # test is about linking and symbols. Sanitized like the consumer, the project's way
@@ -50,6 +61,9 @@ if(MODE STREQUAL "shared")
   string(TIMESTAMP end "%s")
   math(EXPR seconds "${end} - ${start}")
   message(STATUS "shared libraries built in ${seconds} s")
+  if(MODE STREQUAL "shared-build")
+    return()
+  endif()
   run("installing" ${CMAKE_COMMAND} --install ${build} --prefix ${prefix})
   file(GLOB libs ${prefix}/lib/libbaton_*.so)
   list(LENGTH libs count)
