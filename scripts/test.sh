@@ -94,8 +94,9 @@ baton_build test.sh "$build_dir" "$jobs" "$sanitize"
 #    holds only what the test needs (the config library and its dependencies; no daemon, no
 #    other test), at -O1 -g1 (ASan's advice), then run: it needs no server. Its wall deadline is
 #    900 s here (BATON_FUZZ_SECONDS), as it runs at the idle class.
-# Their output goes to BUILD_DIR/background.log and is summed up after ctest; a failure of
-# either fails the run.
+# Their output goes to BUILD_DIR/background.log and is summed up after ctest. A failure of the
+# fuzz test (or of its build) fails the run; one of the shared libraries' build is the install
+# test's to report (it builds them again).
 fuzz_pid=""
 fuzz_log="$build_dir/background.log"
 if ((fuzz)); then
@@ -143,8 +144,7 @@ finish_fuzz() {
   fuzz_pid=""
   if ((fuzz_status != 0)); then
     cat "$fuzz_log" >&2
-    echo "test.sh: FAILED: the background builds or the config fuzz test (exit status" \
-      "$fuzz_status)" >&2
+    echo "test.sh: FAILED: the config fuzz test or its build (exit status $fuzz_status)" >&2
   else
     grep -E '^test.sh: (background|config fuzz):|^\[  (PASSED|FAILED) ' "$fuzz_log" >&2 || true
   fi
@@ -241,13 +241,11 @@ total=$(sed -n -E 's/.*tests passed, [0-9]+ tests? failed out of ([0-9]+).*/\1/p
 
 if ((status != 0)); then
   echo "test.sh: ctest failed (exit status $status)" >&2
-  ((fuzz_status == 0)) || echo "test.sh: FAILED: the background builds or the config fuzz test" \
-    "(see above)" >&2
+  ((fuzz_status == 0)) || echo "test.sh: FAILED: the config fuzz test or its build (see above)" >&2
   exit "$status"
 fi
 if ((fuzz_status != 0)); then
-  echo "test.sh: FAILED: the background builds or the config fuzz test (exit status" \
-    "$fuzz_status, see above)" >&2
+  echo "test.sh: FAILED: the config fuzz test or its build (exit status $fuzz_status, see above)" >&2
   exit 1
 fi
 if [[ -z "$total" || "$total" -eq 0 ]]; then
