@@ -104,8 +104,9 @@ if ((fuzz)); then
   shared=0
   if [[ -z "$regex" ]] && ctest --test-dir "$build_dir" -N -R '^install\.shared_libraries' 2>/dev/null |
     grep -q 'Total Tests: [1-9]'; then shared=1; fi
-  echo "test.sh: background (${idle[*]}): the config fuzz test under ASan+UBSan" \
-    "$( ((shared)) && echo "and the install test's shared libraries"); output in $fuzz_log" >&2
+  what="the config fuzz test under ASan+UBSan"
+  ((shared)) && what+=" and the install test's shared libraries"
+  echo "test.sh: background (${idle[*]}): $what; output in $fuzz_log" >&2
   # A session of its own, so that the trap can end it together with the compilers it runs.
   setsid "${idle[@]}" bash -c '
     set -e
