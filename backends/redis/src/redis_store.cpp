@@ -42,6 +42,7 @@
 #include <map>
 #include <mutex>
 #include <set>
+#include <string_view>
 #include <unordered_map>
 
 #include "baton/mutex/detail/log.hpp"
@@ -90,43 +91,42 @@ std::string batch_text() {
          function("read_op", lua::read) + lua::batch;
 }
 
-// Reads a batch.lua owner record, 'fence acquired_at ttl_at transition_at now owner_id' (the
-// owner id is the rest of the string, possibly empty), into `grant`.
-bool parse_packed_grant(const std::string& text, lease_grant& grant) {
-  std::array<long long, 5> n{};
-  const char* p = text.data();
-  const char* const end = p + text.size();
-  for (auto& value : n) {
-    const auto [next, ec] = std::from_chars(p, end, value);
-    if (ec != std::errc{} || value < 0 || next == end || *next != ' ') return false;
-    p = next + 1;
-  }
+// An owner record, {owner_id, fence, acquired_at, ttl_at, transition_at, now}, into `grant`;
+// the five numbers already checked to be >= 0.
+void fill_grant(std::string_view owner_id, const std::array<long long, 5>& n, lease_grant& grant) {
   auto at = [](long long ms) { return backend_time{milliseconds{ms}}; };
-  grant.owner.owner_id.assign(p, end);
+  grant.owner.owner_id.assign(owner_id);
   grant.owner.fence = static_cast<std::uint64_t>(n[0]);
   grant.owner.acquired_at = at(n[1]);
   grant.owner.ttl_at = at(n[2]);
   grant.owner.transition_at = at(n[3]);
   grant.now = at(n[4]);
-  return true;
 }
 
-// Reads {owner_id, fence, acquired_at, ttl_at, transition_at, now} (a script alone), or the same
-// packed into one string (in a batch), into `grant`.
+// Reads an owner record into `grant`: a script alone replies it as an array, {owner_id, fence,
+// acquired_at, ttl_at, transition_at, now}; batch.lua packs it into one string, 'fence
+// acquired_at ttl_at transition_at now owner_id' (the owner id is the rest, possibly empty).
 bool parse_grant(const reply& r, lease_grant& grant) {
-  if (r.type == reply::kind::string) return parse_packed_grant(r.str, grant);
+  std::array<long long, 5> n{};
+  if (r.type == reply::kind::string) {
+    const char* p = r.str.data();
+    const char* const end = p + r.str.size();
+    for (auto& value : n) {
+      const auto [next, ec] = std::from_chars(p, end, value);
+      if (ec != std::errc{} || value < 0 || next == end || *next != ' ') return false;
+      p = next + 1;
+    }
+    fill_grant({p, static_cast<std::size_t>(end - p)}, n, grant);
+    return true;
+  }
   if (r.type != reply::kind::array || r.elements.size() != 6) return false;
   const auto& e = r.elements;
   if (e[0].type != reply::kind::string) return false;
-  for (std::size_t i = 1; i < 6; ++i)
-    if (e[i].type != reply::kind::integer || e[i].integer < 0) return false;
-  auto at = [](long long ms) { return backend_time{milliseconds{ms}}; };
-  grant.owner.owner_id = e[0].str;
-  grant.owner.fence = static_cast<std::uint64_t>(e[1].integer);
-  grant.owner.acquired_at = at(e[2].integer);
-  grant.owner.ttl_at = at(e[3].integer);
-  grant.owner.transition_at = at(e[4].integer);
-  grant.now = at(e[5].integer);
+  for (std::size_t i = 0; i < n.size(); ++i) {
+    if (e[i + 1].type != reply::kind::integer || e[i + 1].integer < 0) return false;
+    n[i] = e[i + 1].integer;
+  }
+  fill_grant(e[0].str, n, grant);
   return true;
 }
 
