@@ -348,12 +348,14 @@ TEST_F(scheduler_records, an_async_command_job_is_recorded_like_a_synchronous_on
 }
 
 TEST_F(scheduler_records, stop_asks_a_running_async_job_to_stop_and_the_scheduler_waits_for_it) {
+  std::atomic<bool> invoked{false};
   std::atomic<bool> called_back{false};
   {
     scheduler a(backend_, rt_, scheduler_options{2, std::nullopt, "node-a", nullptr});
     auto s = hourly(nullptr);
     // Ends from a thread of its own, once asked to stop.
     s.async_job = [&](const job_context& ctx, std::function<void(std::exception_ptr)> done) {
+      invoked = true;
       std::thread([stop = ctx.stop, done = std::move(done), &called_back] {
         std::condition_variable_any cv;
         std::mutex m;
@@ -367,7 +369,9 @@ TEST_F(scheduler_records, stop_asks_a_running_async_job_to_stop_and_the_schedule
     };
     a.add(std::move(s));
     a.start();
-    ASSERT_TRUE(test::wait_until([&] { return a.status().at(0).running; }, 10s));
+    // Running, and the job called: a stop between the two ends the run before the job starts
+    // ("asked to stop before it started"), with nothing to call back.
+    ASSERT_TRUE(test::wait_until([&] { return a.status().at(0).running && invoked.load(); }, 10s));
     a.stop(5s);
     EXPECT_TRUE(called_back.load());
     EXPECT_FALSE(a.status().at(0).running);
